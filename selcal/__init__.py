@@ -1,0 +1,28 @@
+"""selcal: how well does a classifier know when it is wrong?
+
+Selective-classification and calibration metrics from saved logits, exactly as
+defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` command:
+
+>>> import selcal
+>>> result = selcal.evaluate("sample_logits/markus93_densenet40_c10.parquet")  # doctest: +SKIP
+>>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
+"""
+
+__version__ = "0.1.0"
+
+from .errors import SelcalError  # noqa: E402
+from .evaluate import Options, evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
+from .io import read_dump  # noqa: E402
+from .report import EvaluationResult, ModelResult  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "SelcalError",
+    "Options",
+    "evaluate",
+    "evaluate_arrays",
+    "evaluate_dump",
+    "read_dump",
+    "EvaluationResult",
+    "ModelResult",
+]

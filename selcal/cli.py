@@ -1,0 +1,132 @@
+"""The ``selcal`` command: Typer commands only, each a thin skin over the library."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import __version__
+from .errors import SelcalError
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="How well does a classifier know when it is wrong? Selective classification and calibration from saved logits.",
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"selcal: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SelcalError(f"{option} takes comma-separated numbers, e.g. 0.01,0.05; got {text!r}") from None
+    if not values:
+        raise SelcalError(f"{option} needs at least one value")
+    return values
+
+
+def _p_grid(text: str) -> tuple[int, ...]:
+    """'1-10' or '1,2,4' or a mix: '1-4,8'."""
+    values: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                values.extend(range(low, high + 1))
+            elif part:
+                values.append(int(part))
+    except ValueError:
+        raise SelcalError(f"--p-grid takes positive integers such as 1-10 or 1,2,4; got {text!r}") from None
+    return tuple(values)
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"selcal {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+):
+    """selcal: selective classification and calibration metrics from saved logits."""
+
+
+@app.command()
+def evaluate(
+    files: List[Path] = typer.Argument(..., help="TEST dumps (Parquet or .npz), one model each.", show_default=False),
+    val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
+    scores: str = typer.Option("msp,max_logit,pnorm,temp", help="Scores to evaluate, comma-separated."),
+    bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
+    risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
+    coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
+    aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    label_col: str = typer.Option("label", help="Name of the label column."),
+    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
+    ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
+    seed: int = typer.Option(0, help="Seed of the random hold-out."),
+    center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
+    p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+):
+    """Evaluate the confidence of one or several models from their saved logits."""
+    from rich.console import Console
+
+    from .evaluate import Options
+    from .evaluate import evaluate as run_evaluation
+    from .io import atomic_write
+
+    try:
+        options = Options(
+            scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
+            bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
+            aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
+            p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
+        )
+        if json_path not in (None, "-"):
+            _check_writable(Path(json_path))
+        result = run_evaluation(
+            [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
+            label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+        )
+        if json_path == "-":
+            sys.stdout.write(result.to_json())
+        elif json_path is not None:
+            with atomic_write(json_path) as out:
+                out.write(result.to_json())
+    except SelcalError as exc:
+        _fail(str(exc))
+    if not quiet and json_path != "-":
+        from .report import render_table
+
+        render_table(result, Console())
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SelcalError(f"{path}: folder '{folder}' does not exist; create it first")
+    if path.is_dir():
+        raise SelcalError(f"{path}: is a folder; give a file name for the output")
+    import os
+
+    if not os.access(folder, os.W_OK):
+        raise SelcalError(f"{path}: folder '{folder}' is not writable; choose another output path")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

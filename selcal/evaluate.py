@@ -1,0 +1,417 @@
+"""The evaluation pipeline: split, fit on validation rows, reduce the evaluation rows, measure.
+
+Arrays in, result objects out; files are read by :mod:`selcal.io` and rendered by
+:mod:`selcal.report`. The evaluation logits are visited once, in row chunks, and reduced
+to a few float64 numbers per row and score; every metric is computed from those.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import calibration, posthoc, scores, selective
+from .errors import SelcalError
+from .io import Dump, read_dump
+from .report import EvaluationResult, ModelResult
+
+__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask"]
+
+DEFAULT_RISKS = (0.01, 0.05, 0.1)
+DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
+DEFAULT_P_GRID = tuple(range(1, 11))
+_CHUNK_ELEMENTS = 1 << 21  # logits per chunk: a few float64 temporaries of 16 MB each
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that changes a number. Defaults follow CONVENTIONS.md."""
+
+    scores: tuple[str, ...] = scores.SCORE_NAMES
+    bins: int = calibration.DEFAULT_BINS
+    risks: tuple[float, ...] = DEFAULT_RISKS
+    coverages: tuple[float, ...] = DEFAULT_COVERAGES
+    aurc_estimator: str = "mean"
+    val_fraction: float = 0.2
+    seed: int = 0
+    center: bool = True
+    p_grid: tuple[int, ...] = DEFAULT_P_GRID
+    pnorm_objective: str = "aurc"
+    chunk_rows: int | None = None
+
+    def __post_init__(self):
+        unknown = [s for s in self.scores if s not in scores.SCORE_NAMES]
+        if unknown or not self.scores:
+            raise SelcalError(f"unknown score {unknown[0] if unknown else '(none)'}; choose from {', '.join(scores.SCORE_NAMES)}")
+        if self.bins < 1:
+            raise SelcalError(f"--bins must be at least 1, got {self.bins}")
+        if any(not 0 <= r <= 1 for r in self.risks):
+            raise SelcalError("--risks must be fractions between 0 and 1, e.g. 0.01,0.05")
+        if any(not 0 < c <= 1 for c in self.coverages):
+            raise SelcalError("--coverages must be fractions in (0, 1], e.g. 0.5,0.8")
+        if self.aurc_estimator not in selective.AURC_ESTIMATORS:
+            raise SelcalError(f"--aurc-estimator must be one of {', '.join(selective.AURC_ESTIMATORS)}")
+        if not 0 < self.val_fraction < 1:
+            raise SelcalError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}")
+        if not self.p_grid or any(int(p) != p or p < 1 for p in self.p_grid):
+            raise SelcalError("--p-grid must list positive integers, e.g. 1,2,4 or 1-10")
+        if self.pnorm_objective not in posthoc.PNORM_OBJECTIVES:
+            raise SelcalError(f"--pnorm-objective must be one of {', '.join(posthoc.PNORM_OBJECTIVES)}")
+
+    @property
+    def needs_validation(self) -> bool:
+        return "pnorm" in self.scores or "temp" in self.scores
+
+
+# ------------------------------------------------------------------------ splitting
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
+    """A seeded 64-bit hash of each row's content (logits as float64, label).
+
+    The hold-out is chosen by these hashes, not by row position, so it does not
+    depend on row order.
+    """
+    rng = np.random.default_rng(seed)
+    multipliers = rng.integers(0, 2**63, size=logits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    label_multiplier = np.uint64(int(rng.integers(0, 2**63)) * 2 + 1)
+    out = np.empty(labels.size, dtype=np.uint64)
+    step = max(1, _CHUNK_ELEMENTS // logits.shape[1])
+    with np.errstate(over="ignore"):
+        for start in range(0, labels.size, step):
+            chunk = logits[start:start + step].astype(np.float64) + 0.0  # -0.0 -> 0.0
+            bits = _splitmix64(chunk.view(np.uint64))
+            mixed = (bits * multipliers).sum(axis=1, dtype=np.uint64)
+            mixed += labels[start:start + step].astype(np.uint64) * label_multiplier
+            out[start:start + step] = _splitmix64(mixed)
+    return out
+
+
+def holdout_mask(logits: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Boolean mask of the round(fraction * N) rows held out for validation (by row hash)."""
+    n = labels.size
+    n_val = int(math.floor(fraction * n + 0.5))
+    if n_val < 1 or n_val > n - 1:
+        raise SelcalError(
+            f"a random hold-out of {fraction:g} x {n} rows leaves no validation or no evaluation rows; "
+            "give a larger file, --val FILE, or a split column"
+        )
+    hashes = row_hashes(logits, labels, seed)
+    mask = np.zeros(n, dtype=bool)
+    mask[np.argsort(hashes, kind="stable")[:n_val]] = True
+    return mask
+
+
+def _rows_of(dump: Dump, wanted: str) -> Dump:
+    """The rows of ``dump`` whose split is ``wanted``, or all rows when it has no such rows."""
+    if dump.split is None:
+        return dump
+    mask = dump.split == wanted
+    return dump.subset(mask) if mask.any() else dump
+
+
+def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | None, Dump, str]:
+    """(validation rows, evaluation rows, rule) by the precedence of CONVENTIONS.md."""
+    if val is not None:
+        if val.num_classes != test.num_classes:
+            raise SelcalError(
+                f"{val.path}: has K = {val.num_classes} classes but {test.path} has K = {test.num_classes}; "
+                "pass the validation file of the same model"
+            )
+        return _rows_of(val, "val"), _rows_of(test, "test"), "val-file"
+    if test.split is not None:
+        is_val = test.split == "val"
+        if is_val.any() and (~is_val).any():
+            return test.subset(is_val), test.subset(~is_val), "split-column"
+    if not options.needs_validation:
+        return None, test, "none"
+    mask = holdout_mask(test.logits, test.labels, options.val_fraction, options.seed)
+    return test.subset(mask), test.subset(~mask), "holdout"
+
+
+# ------------------------------------------------------------------------ reduction
+@dataclass
+class RowReduction:
+    """Per-row numbers of the evaluation rows, plus additive class-wise bins."""
+
+    correct: np.ndarray
+    log_msp: np.ndarray
+    max_logit: np.ndarray
+    nll: np.ndarray
+    brier: np.ndarray
+    classwise: calibration.ClasswiseBins
+    pnorm: np.ndarray | None = None
+    temp_log_msp: np.ndarray | None = None
+    temp_nll: np.ndarray | None = None
+    temp_brier: np.ndarray | None = None
+    temp_classwise: calibration.ClasswiseBins | None = None
+
+
+def _probability_terms(logits, labels, inverse_temperature, n_bins):
+    """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v).
+
+    Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
+    so that no term cancels when p_y is close to 1.
+    """
+    pred, exps, rest = scores.softmax_terms(logits, inverse_temperature)
+    rows = np.arange(labels.size)
+    hit = pred == labels
+    exp_label = exps[rows, labels]  # 0 where the label is the prediction
+    denominator = 1.0 + rest
+    off_label = np.where(hit, rest, denominator - exp_label)
+    squares = np.einsum("ij,ij->i", exps, exps)
+    off_label_squares = np.where(hit, squares, 1.0 + squares - exp_label * exp_label)
+    brier = (off_label * off_label + off_label_squares) / (denominator * denominator)
+    gap = logits[rows, pred] - logits[rows, labels]
+    nll = inverse_temperature * gap + np.log1p(rest)
+    probabilities = exps
+    probabilities /= denominator[:, None]
+    probabilities[rows, pred] = 1.0 / denominator
+    bins = calibration.classwise_bins(probabilities, labels, n_bins)
+    return pred, -np.log1p(rest), nll, brier, bins
+
+
+def reduce_rows(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    *,
+    options: Options,
+    temperature: float | None = None,
+    p: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RowReduction:
+    """One pass over the evaluation logits, in row chunks, to per-row numbers."""
+    n, n_classes = logits.shape
+    step = options.chunk_rows or max(1, min(1 << 20, _CHUNK_ELEMENTS // n_classes))
+    parts: dict[str, list[np.ndarray]] = {}
+    classwise = calibration.empty_classwise_bins(n_classes, options.bins)
+    temp_classwise = calibration.empty_classwise_bins(n_classes, options.bins) if temperature else None
+
+    def keep(name, values):
+        parts.setdefault(name, []).append(values)
+
+    for start in range(0, n, step):
+        chunk = np.asarray(logits[start:start + step], dtype=np.float64)
+        chunk_labels = labels[start:start + step]
+        pred, log_msp, nll, brier, bins = _probability_terms(chunk, chunk_labels, 1.0, options.bins)
+        classwise += bins
+        keep("correct", pred == chunk_labels)
+        keep("log_msp", log_msp)
+        keep("max_logit", scores.max_logit(chunk))
+        keep("nll", nll)
+        keep("brier", brier)
+        if p is not None:
+            keep("pnorm", scores.pnorm(chunk, p, options.center))
+        if temperature is not None:
+            _, log_msp_t, nll_t, brier_t, bins_t = _probability_terms(chunk, chunk_labels, 1.0 / temperature, options.bins)
+            temp_classwise += bins_t
+            keep("temp_log_msp", log_msp_t)
+            keep("temp_nll", nll_t)
+            keep("temp_brier", brier_t)
+        if progress is not None:
+            progress(len(chunk_labels))
+    joined = {name: np.concatenate(values) for name, values in parts.items()}
+    return RowReduction(classwise=classwise, temp_classwise=temp_classwise, **joined)
+
+
+# ------------------------------------------------------------------------- metrics
+def _mean(values: np.ndarray) -> float:
+    return math.fsum(values) / values.size
+
+
+def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
+    curve = selective.risk_coverage(score, correct)
+    metrics = selective.selective_metrics(
+        curve, risks=options.risks, coverages=options.coverages, estimator=options.aurc_estimator
+    )
+    return curve, metrics
+
+
+def _calibration_metrics(log_msp: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float]:
+    confidence = np.exp(log_msp)
+    return {
+        "ece": calibration.expected_calibration_error(confidence, correct, n_bins),
+        "aece": calibration.adaptive_calibration_error(confidence, correct, n_bins),
+        "mce": calibration.maximum_calibration_error(confidence, correct, n_bins),
+    }
+
+
+def evaluate_arrays(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    val_logits: np.ndarray | None = None,
+    val_labels: np.ndarray | None = None,
+    *,
+    options: Options = Options(),
+    name: str = "model",
+    path: str = "",
+    split: str = "none",
+    warnings: Sequence[str] = (),
+    extra: dict | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ModelResult:
+    """Every metric of CONVENTIONS.md for one model, from arrays already split.
+
+    ``logits`` (N, K) and ``labels`` (N,) are the evaluation rows; ``val_logits`` and
+    ``val_labels`` the validation rows the ``pnorm`` and ``temp`` scores are fitted on.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    warnings = list(warnings)
+    wanted = options.scores
+    temp_fit = pnorm_fit = None
+    n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
+    if options.needs_validation:
+        if n_val == 0:
+            raise SelcalError(f"{path or name}: the pnorm and temp scores need validation rows; give --val FILE, a split column, or use --scores msp,max_logit")
+        val64 = np.asarray(val_logits, dtype=np.float64)
+        val_labels = np.asarray(val_labels, dtype=np.int64)
+        if "temp" in wanted:
+            temp_fit = posthoc.fit_temperature(val64, val_labels)
+            if temp_fit.fallback:
+                warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
+        if "pnorm" in wanted:
+            pnorm_fit = posthoc.fit_pnorm(
+                val64, val_labels, options.p_grid, center=options.center,
+                objective=options.pnorm_objective, estimator=options.aurc_estimator,
+            )
+        del val64
+    rows = reduce_rows(
+        logits, labels, options=options,
+        temperature=temp_fit.temperature if temp_fit else None,
+        p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
+        progress=progress,
+    )
+    correct = rows.correct
+    n = labels.size
+    result = ModelResult(
+        name=name, path=path, num_classes=int(logits.shape[1]), n_eval=n, n_val=n_val, split=split,
+        accuracy=float(np.count_nonzero(correct) / n),
+        error=float(np.count_nonzero(~correct) / n),
+        nll=_mean(rows.nll), brier=_mean(rows.brier),
+        cece=calibration.classwise_calibration_error(rows.classwise),
+        warnings=warnings, extra=dict(extra or {}),
+    )
+    if "msp" in wanted:
+        curve, metrics = _score_metrics(rows.log_msp, correct, options)
+        metrics.update(_calibration_metrics(rows.log_msp, correct, options.bins))
+        result.add_score("msp", metrics, curve)
+    if "max_logit" in wanted:
+        result.add_score("max_logit", *_score_metrics(rows.max_logit, correct, options)[::-1])
+    if pnorm_fit is not None:
+        score = rows.log_msp if pnorm_fit.fallback else rows.pnorm
+        curve, metrics = _score_metrics(score, correct, options)
+        metrics.update(
+            p=pnorm_fit.p, fallback=pnorm_fit.fallback, center=pnorm_fit.center, objective=pnorm_fit.objective,
+            val_objective={str(p): v for p, v in pnorm_fit.val_objective.items()},
+            val_objective_msp=pnorm_fit.val_objective_msp,
+        )
+        result.add_score("pnorm", metrics, curve)
+    if temp_fit is not None:
+        curve, metrics = _score_metrics(rows.temp_log_msp, correct, options)
+        metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins))
+        metrics.update(
+            temperature=temp_fit.temperature, nll=_mean(rows.temp_nll), brier=_mean(rows.temp_brier),
+            cece=calibration.classwise_calibration_error(rows.temp_classwise),
+            val_nll_before=temp_fit.nll_before, val_nll_after=temp_fit.nll_after,
+            gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback,
+        )
+        result.add_score("temp", metrics, curve)
+    return result
+
+
+def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> list[str]:
+    warnings = []
+    if len(eval_rows) < 100:
+        warnings.append(f"only {len(eval_rows)} evaluation rows: every metric is noisy")
+    if options.needs_validation and val_rows is not None and len(val_rows) < 1000:
+        warnings.append(f"only {len(val_rows)} validation rows: T and p are fitted on little data")
+    if eval_rows.n_ignored:
+        warnings.append(f"{eval_rows.n_ignored} rows with the ignored label were dropped")
+    return warnings
+
+
+def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
+                  progress: Callable[[int], None] | None = None) -> ModelResult:
+    """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
+    val_rows, eval_rows, rule = split_rows(test, val, options)
+    extra = {"val_path": val.path if val is not None else None}
+    if rule == "holdout":
+        extra.update(val_fraction=options.val_fraction, seed=options.seed)
+    if test.binary:
+        extra["binary_logit"] = True
+    if test.n_ignored or (val is not None and val.n_ignored):
+        extra["n_ignored"] = test.n_ignored + (val.n_ignored if val is not None else 0)
+    return evaluate_arrays(
+        eval_rows.logits, eval_rows.labels,
+        None if val_rows is None else val_rows.logits,
+        None if val_rows is None else val_rows.labels,
+        options=options, name=name or _model_name(test.path), path=test.path, split=rule,
+        warnings=_warnings_for(eval_rows, val_rows, options), extra=extra, progress=progress,
+    )
+
+
+def _model_name(path: str) -> str:
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    for suffix in (".parquet", ".npz", ".pq"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def evaluate(
+    paths,
+    val=None,
+    *,
+    options: Options | None = None,
+    label_col: str = "label",
+    logits_col: str | None = None,
+    ignore_label: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    **option_values,
+) -> EvaluationResult:
+    """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.
+
+    Parameters
+    ----------
+    paths : path or list of paths to TEST dumps (Parquet or .npz), one model each.
+    val : path or list of paths, one validation dump per TEST file (optional).
+    options : :class:`Options`; or give its fields as keyword arguments.
+
+    Examples
+    --------
+    >>> result = evaluate("sample_logits/calibrator_cifar10_resnet50_ce.parquet")  # doctest: +SKIP
+    >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
+    """
+    options = replace(options or Options(), **option_values) if option_values else (options or Options())
+    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+    vals = [] if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__") else list(val))
+    if not paths:
+        raise SelcalError("no input file given")
+    if vals and len(vals) != len(paths):
+        raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
+    read = lambda p: read_dump(p, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)  # noqa: E731
+    models = []
+    names = _unique_names([str(p) for p in paths])
+    for index, path in enumerate(paths):
+        test = read(path)
+        val_dump = read(vals[index]) if vals else None
+        models.append(evaluate_dump(test, val_dump, options=options, name=names[index], progress=progress))
+    return EvaluationResult(models=models, options=options)
+
+
+def _unique_names(paths: list[str]) -> list[str]:
+    names = [_model_name(p) for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return paths

@@ -1,0 +1,180 @@
+"""Post-hoc scores fitted on the validation split: temperature and the p of p-norm.
+
+Both fits read validation rows only (CONVENTIONS.md, "Scores" and "Validation split").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import scores
+from .selective import augrc, aurc, risk_coverage
+
+__all__ = ["TemperatureFit", "fit_temperature", "PnormFit", "fit_pnorm", "mean_nll"]
+
+GRADIENT_TOLERANCE = 1e-9
+
+
+def mean_nll(logits: np.ndarray, labels: np.ndarray, inverse_temperature: float = 1.0) -> float:
+    """mean_i (logsumexp(beta v_i) - beta v_iy), summed exactly (order-independent)."""
+    pred, _, rest = scores.softmax_terms(logits, inverse_temperature)
+    rows = np.arange(labels.size)
+    per_row = inverse_temperature * (logits[rows, pred] - logits[rows, labels]) + np.log1p(rest)
+    return math.fsum(per_row) / labels.size
+
+
+@dataclass
+class TemperatureFit:
+    """Result of :func:`fit_temperature`.
+
+    ``fallback`` names why T = 1 was kept instead of a fitted value (``None`` when fitted).
+    """
+
+    temperature: float
+    nll_before: float
+    nll_after: float
+    gradient: float
+    iterations: int
+    fallback: str | None = None
+
+
+class _ScaledNll:
+    """NLL(beta), its first two derivatives, on logits shifted so the top logit is 0."""
+
+    def __init__(self, logits: np.ndarray, labels: np.ndarray):
+        rows = np.arange(labels.size)
+        self.shifted = logits - logits.max(axis=1, keepdims=True)  # d_ik <= 0
+        self.label_shift = self.shifted[rows, labels]
+        self.n = labels.size
+
+    def derivatives(self, beta: float) -> tuple[float, float]:
+        """dNLL/dbeta = mean(E_p[d] - d_y) and d2NLL/dbeta2 = mean(Var_p[d])."""
+        weights = np.exp(beta * self.shifted)
+        weights /= weights.sum(axis=1, keepdims=True)
+        mean_d = np.einsum("ij,ij->i", weights, self.shifted)
+        mean_d2 = np.einsum("ij,ij->i", weights, self.shifted * self.shifted)
+        gradient = math.fsum(mean_d - self.label_shift) / self.n
+        curvature = math.fsum(np.maximum(mean_d2 - mean_d * mean_d, 0.0)) / self.n
+        return gradient, curvature
+
+
+def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int = 200) -> TemperatureFit:
+    """Temperature T > 0 minimising the validation NLL of softmax(v / T), solved exactly.
+
+    The NLL is convex in beta = 1/T, so its minimiser is the root of dNLL/dbeta. The root
+    is bracketed (dNLL/dbeta < 0 at beta -> 0+ and > 0 past the minimiser) and found by
+    Newton's method safeguarded by bisection, until |dNLL/dbeta| < 1e-9 or the bracket
+    is as narrow as float64 allows. No fixed step count, no learning rate.
+
+    When no finite T > 0 minimises the NLL, T = 1 is kept and ``fallback`` says why:
+    ``"no validation errors"`` (NLL decreases forever as T -> 0) or
+    ``"no better than uniform"`` (NLL decreases forever as T -> infinity).
+
+    References
+    ----------
+    Guo et al., "On calibration of modern neural networks", ICML 2017, sec. 4.2.
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    nll = _ScaledNll(logits, labels)
+    before = mean_nll(logits, labels)
+
+    def keep_one(reason: str, gradient: float) -> TemperatureFit:
+        return TemperatureFit(1.0, before, before, gradient, 0, fallback=reason)
+
+    gradient_at_zero = math.fsum(nll.shifted.mean(axis=1) - nll.label_shift) / nll.n
+    if gradient_at_zero >= 0:
+        return keep_one("no better than uniform", gradient_at_zero)
+    # Find an upper end of the bracket: beta with a positive gradient.
+    low, high = 0.0, None
+    beta = 1.0
+    for _ in range(2100):
+        gradient, curvature = nll.derivatives(beta)
+        if abs(gradient) < GRADIENT_TOLERANCE:
+            high = beta
+            break
+        if gradient > 0:
+            high = beta
+            break
+        low = beta
+        if curvature == 0.0 or not math.isfinite(beta * 2):
+            break  # flat: every softmax is already one-hot at this beta
+        beta *= 2.0
+    if high is None:
+        return keep_one("no validation errors", gradient)
+    # Safeguarded Newton inside [low, high].
+    iterations = 0
+    while abs(gradient) >= GRADIENT_TOLERANCE and iterations < max_iterations:
+        iterations += 1
+        if gradient > 0:
+            high = beta
+        else:
+            low = beta
+        step = beta - gradient / curvature if curvature > 0 else math.nan
+        beta = step if low < step < high else 0.5 * (low + high)
+        if not low < beta < high:  # the bracket cannot shrink any further
+            break
+        gradient, curvature = nll.derivatives(beta)
+    return TemperatureFit(
+        temperature=1.0 / beta,
+        nll_before=before,
+        nll_after=mean_nll(logits, labels, beta),
+        gradient=gradient,
+        iterations=iterations,
+    )
+
+
+@dataclass
+class PnormFit:
+    """Result of :func:`fit_pnorm`: the grid's best p and whether MSP is used instead."""
+
+    p: int
+    fallback: bool
+    center: bool
+    objective: str
+    val_objective: dict[int, float] = field(default_factory=dict)
+    val_objective_msp: float = math.nan
+
+
+PNORM_OBJECTIVES = ("aurc", "augrc")
+
+
+def fit_pnorm(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    p_grid=range(1, 11),
+    *,
+    center: bool = True,
+    objective: str = "aurc",
+    estimator: str = "mean",
+) -> PnormFit:
+    """Choose p by the lowest validation AURC (or AUGRC); fall back to MSP when it is no worse.
+
+    Ties between values of p go to the smallest p. Fallback when the MSP's validation
+    objective is lower than or equal to the best p's (Cattelan & Silva, sec. 4).
+    """
+    if objective not in PNORM_OBJECTIVES:
+        raise ValueError(f"unknown p-norm objective {objective!r}; use one of {PNORM_OBJECTIVES}")
+    logits = np.asarray(logits, dtype=np.float64)
+    p_grid = sorted({int(p) for p in p_grid})
+    correct = np.argmax(logits, axis=1) == labels
+
+    def measure(score: np.ndarray) -> float:
+        curve = risk_coverage(score, correct)
+        return aurc(curve, estimator) if objective == "aurc" else augrc(curve)
+
+    grid_scores = scores.pnorm_grid(logits, p_grid, center)
+    val_objective = {p: measure(grid_scores[:, j]) for j, p in enumerate(p_grid)}
+    best_p = min(p_grid, key=lambda p: (val_objective[p], p))
+    msp_objective = measure(scores.log_msp(logits))
+    return PnormFit(
+        p=best_p,
+        fallback=bool(msp_objective <= val_objective[best_p]),
+        center=center,
+        objective=objective,
+        val_objective=val_objective,
+        val_objective_msp=msp_objective,
+    )
