@@ -97,8 +97,11 @@ def expected_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) 
 
     Examples
     --------
+    Two bins are filled: (0.8, 0.9] holds acc 1/2 at conf 0.9 and (0.5, 0.6] holds acc 1 at
+    conf 0.6, so ECE = (2/4)(0.4) + (2/4)(0.4) = 0.4.
+
     >>> expected_calibration_error([0.9, 0.9, 0.6, 0.6], [1, 0, 1, 1], n_bins=10)
-    0.3
+    0.4
     """
     return binned_calibration(confidence, correct, n_bins).weighted_gap()
 

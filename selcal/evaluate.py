@@ -361,12 +361,20 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     )
 
 
+_GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump", "output", "outputs"}
+
+
 def _model_name(path: str) -> str:
-    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    """The file's stem; with its folder when the stem says nothing (``resnet50/test``)."""
+    parts = path.replace("\\", "/").rstrip("/").split("/")
+    stem = parts[-1]
     for suffix in (".parquet", ".npz", ".pq"):
-        if base.endswith(suffix):
-            return base[: -len(suffix)]
-    return base
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    if stem.lower() in _GENERIC_STEMS and len(parts) > 1 and parts[-2] not in ("", "."):
+        return f"{parts[-2]}/{stem}"
+    return stem
 
 
 def evaluate(

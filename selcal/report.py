@@ -137,7 +137,8 @@ def render_table(result: EvaluationResult, console) -> None:
             + (f", fitted on {model.n_val} ({model.split})" if model.n_val else "")
             + f"  accuracy {100 * model.accuracy:.2f}%"
         )
-        table = Table(title=header, title_justify="left", show_edge=False, pad_edge=False)
+        console.print(header)
+        table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in score_names:
             table.add_column(name, justify="right")
