@@ -76,6 +76,7 @@ def evaluate(
     label_col: str = typer.Option("label", help="Name of the label column."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
     seed: int = typer.Option(0, help="Seed of the random hold-out."),
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
@@ -101,7 +102,7 @@ def evaluate(
             _check_writable(Path(json_path))
         result = run_evaluation(
             [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
-            label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+            label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
         )
         if json_path == "-":
             sys.stdout.write(result.to_json())

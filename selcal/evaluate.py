@@ -259,12 +259,15 @@ def evaluate_arrays(
     split: str = "none",
     warnings: Sequence[str] = (),
     extra: dict | None = None,
+    groups: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from arrays already split.
 
     ``logits`` (N, K) and ``labels`` (N,) are the evaluation rows; ``val_logits`` and
     ``val_labels`` the validation rows the ``pnorm`` and ``temp`` scores are fitted on.
+    ``groups`` (N,), optional, names a group per evaluation row (e.g. the source data
+    set); each group then gets its own accuracy and selective metrics under ``groups``.
     """
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
@@ -300,14 +303,15 @@ def evaluate_arrays(
         error=float(np.count_nonzero(~correct) / n),
         nll=_mean(rows.nll), brier=_mean(rows.brier),
         cece=calibration.classwise_calibration_error(rows.classwise),
-        warnings=warnings, extra=dict(extra or {}),
+        warnings=warnings, extra=dict(extra or {}), rows=rows,
     )
     if "msp" in wanted:
         curve, metrics = _score_metrics(rows.log_msp, correct, options)
         metrics.update(_calibration_metrics(rows.log_msp, correct, options.bins))
-        result.add_score("msp", metrics, curve)
+        result.add_score("msp", metrics, curve, rows.log_msp)
     if "max_logit" in wanted:
-        result.add_score("max_logit", *_score_metrics(rows.max_logit, correct, options)[::-1])
+        curve, metrics = _score_metrics(rows.max_logit, correct, options)
+        result.add_score("max_logit", metrics, curve, rows.max_logit)
     if pnorm_fit is not None:
         score = rows.log_msp if pnorm_fit.fallback else rows.pnorm
         curve, metrics = _score_metrics(score, correct, options)
@@ -316,7 +320,7 @@ def evaluate_arrays(
             val_objective={str(p): v for p, v in pnorm_fit.val_objective.items()},
             val_objective_msp=pnorm_fit.val_objective_msp,
         )
-        result.add_score("pnorm", metrics, curve)
+        result.add_score("pnorm", metrics, curve, score)
     if temp_fit is not None:
         curve, metrics = _score_metrics(rows.temp_log_msp, correct, options)
         metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins))
@@ -326,8 +330,29 @@ def evaluate_arrays(
             val_nll_before=temp_fit.nll_before, val_nll_after=temp_fit.nll_after,
             gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback,
         )
-        result.add_score("temp", metrics, curve)
+        result.add_score("temp", metrics, curve, rows.temp_log_msp)
+    if groups is not None:
+        result.groups = np.asarray(groups)
+        result.extra["groups"] = _group_metrics(result, options)
     return result
+
+
+def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
+    """Accuracy and the selective metrics of every score, within each group's rows."""
+    correct = result.rows.correct
+    out = {}
+    for group in sorted(set(result.groups.tolist())):
+        members = result.groups == group
+        group_correct = correct[members]
+        out[group] = {
+            "n_eval": int(members.sum()),
+            "accuracy": float(np.count_nonzero(group_correct) / group_correct.size),
+            "scores": {
+                name: _score_metrics(values[members], group_correct, options)[1]
+                for name, values in result.score_values.items()
+            },
+        }
+    return out
 
 
 def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> list[str]:
@@ -357,7 +382,8 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         None if val_rows is None else val_rows.logits,
         None if val_rows is None else val_rows.labels,
         options=options, name=name or _model_name(test.path), path=test.path, split=rule,
-        warnings=_warnings_for(eval_rows, val_rows, options), extra=extra, progress=progress,
+        warnings=_warnings_for(eval_rows, val_rows, options), extra=extra, groups=eval_rows.groups,
+        progress=progress,
     )
 
 
@@ -385,6 +411,7 @@ def evaluate(
     label_col: str = "label",
     logits_col: str | None = None,
     ignore_label: int | None = None,
+    group_col: str | None = None,
     progress: Callable[[int], None] | None = None,
     **option_values,
 ) -> EvaluationResult:
@@ -408,12 +435,16 @@ def evaluate(
         raise SelcalError("no input file given")
     if vals and len(vals) != len(paths):
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
-    read = lambda p: read_dump(p, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)  # noqa: E731
+    def read(path):
+        return read_dump(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                         group_col=group_col)
+
     models = []
     names = _unique_names([str(p) for p in paths])
     for index, path in enumerate(paths):
         test = read(path)
-        val_dump = read(vals[index]) if vals else None
+        val_dump = read_dump(vals[index], label_col=label_col, logits_col=logits_col,
+                             ignore_label=ignore_label) if vals else None
         models.append(evaluate_dump(test, val_dump, options=options, name=names[index], progress=progress))
     return EvaluationResult(models=models, options=options)
 

@@ -21,7 +21,10 @@ class ModelResult:
     """Every number selcal reports for one model (keys as in CONVENTIONS.md's JSON).
 
     ``scores`` maps a score name to its metrics; ``curves`` keeps each score's
-    risk-coverage operating points for plotting (not written to JSON).
+    risk-coverage operating points for plotting; ``score_values`` each score's per-row
+    value on the evaluation rows, and ``rows`` the per-row reduction
+    (:class:`selcal.evaluate.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
+    bootstrap and plots. None of these three is written to JSON.
     """
 
     name: str
@@ -39,11 +42,16 @@ class ModelResult:
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     curves: dict[str, Any] = field(default_factory=dict, repr=False)
+    score_values: dict[str, Any] = field(default_factory=dict, repr=False)
+    rows: Any = field(default=None, repr=False)
+    groups: Any = field(default=None, repr=False)
 
-    def add_score(self, name: str, metrics: dict[str, Any], curve=None) -> None:
+    def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics
         if curve is not None:
             self.curves[name] = curve
+        if values is not None:
+            self.score_values[name] = values
 
     def to_dict(self) -> dict[str, Any]:
         out = {
