@@ -8,7 +8,10 @@ to a few float64 numbers per row and score; every metric is computed from those.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -41,6 +44,7 @@ class Options:
     p_grid: tuple[int, ...] = DEFAULT_P_GRID
     pnorm_objective: str = "aurc"
     chunk_rows: int | None = None
+    workers: int | None = None
 
     def __post_init__(self):
         unknown = [s for s in self.scores if s not in scores.SCORE_NAMES]
@@ -182,45 +186,77 @@ def _probability_terms(logits, labels, inverse_temperature, n_bins):
     return pred, -np.log1p(rest), nll, brier, bins
 
 
+def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
+    """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
+    chunk = np.asarray(chunk, dtype=np.float64)
+    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins)
+    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": scores.max_logit(chunk),
+           "nll": nll, "brier": brier, "classwise": bins}
+    if p is not None:
+        out["pnorm"] = scores.pnorm(chunk, p, options.center)
+    if temperature is not None:
+        _, out["temp_log_msp"], out["temp_nll"], out["temp_brier"], out["temp_classwise"] = _probability_terms(
+            chunk, labels, 1.0 / temperature, options.bins)
+    return out
+
+
+def rows_per_chunk(n_classes: int, options: Options) -> int:
+    return options.chunk_rows or max(1, min(1 << 20, _CHUNK_ELEMENTS // n_classes))
+
+
+def array_chunks(logits: np.ndarray, labels: np.ndarray, rows: int):
+    """(logits, labels) chunks of at most ``rows`` rows of in-memory arrays."""
+    for start in range(0, labels.size, rows):
+        yield logits[start:start + rows], labels[start:start + rows]
+
+
 def reduce_rows(
-    logits: np.ndarray,
-    labels: np.ndarray,
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    n_classes: int,
     *,
     options: Options,
     temperature: float | None = None,
     p: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> RowReduction:
-    """One pass over the evaluation logits, in row chunks, to per-row numbers."""
-    n, n_classes = logits.shape
-    step = options.chunk_rows or max(1, min(1 << 20, _CHUNK_ELEMENTS // n_classes))
+    """One pass over the evaluation logits, chunk by chunk, to per-row numbers.
+
+    Chunks are reduced on ``options.workers`` threads (numpy releases the GIL) with at
+    most a few chunks in flight, so memory stays bounded for a streamed file. Per-row
+    numbers do not depend on the chunking and the class-wise bins are exact integers,
+    so the result is bit-for-bit the same for any chunk size and thread count.
+    """
     parts: dict[str, list[np.ndarray]] = {}
     classwise = calibration.empty_classwise_bins(n_classes, options.bins)
     temp_classwise = calibration.empty_classwise_bins(n_classes, options.bins) if temperature else None
 
-    def keep(name, values):
-        parts.setdefault(name, []).append(values)
-
-    for start in range(0, n, step):
-        chunk = np.asarray(logits[start:start + step], dtype=np.float64)
-        chunk_labels = labels[start:start + step]
-        pred, log_msp, nll, brier, bins = _probability_terms(chunk, chunk_labels, 1.0, options.bins)
-        classwise += bins
-        keep("correct", pred == chunk_labels)
-        keep("log_msp", log_msp)
-        keep("max_logit", scores.max_logit(chunk))
-        keep("nll", nll)
-        keep("brier", brier)
-        if p is not None:
-            keep("pnorm", scores.pnorm(chunk, p, options.center))
+    def collect(out: dict, n_rows: int) -> None:
+        nonlocal classwise, temp_classwise
+        classwise += out.pop("classwise")
         if temperature is not None:
-            _, log_msp_t, nll_t, brier_t, bins_t = _probability_terms(chunk, chunk_labels, 1.0 / temperature, options.bins)
-            temp_classwise += bins_t
-            keep("temp_log_msp", log_msp_t)
-            keep("temp_nll", nll_t)
-            keep("temp_brier", brier_t)
+            temp_classwise += out.pop("temp_classwise")
+        for name, values in out.items():
+            parts.setdefault(name, []).append(values)
         if progress is not None:
-            progress(len(chunk_labels))
+            progress(n_rows)
+
+    workers = options.workers or min(4, os.cpu_count() or 1)
+    if workers <= 1:
+        for chunk, labels in chunks:
+            collect(_reduce_chunk(chunk, labels, options, temperature, p), len(labels))
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending: deque = deque()
+            for chunk, labels in chunks:
+                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p), len(labels)))
+                if len(pending) > workers:
+                    future, n_rows = pending.popleft()
+                    collect(future.result(), n_rows)
+            while pending:
+                future, n_rows = pending.popleft()
+                collect(future.result(), n_rows)
+    if not parts:
+        raise SelcalError("no evaluation rows")
     joined = {name: np.concatenate(values) for name, values in parts.items()}
     return RowReduction(classwise=classwise, temp_classwise=temp_classwise, **joined)
 
@@ -290,7 +326,7 @@ def evaluate_arrays(
             )
         del val64
     rows = reduce_rows(
-        logits, labels, options=options,
+        array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options)), logits.shape[1], options=options,
         temperature=temp_fit.temperature if temp_fit else None,
         p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
         progress=progress,

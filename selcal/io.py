@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from .errors import SelcalError
 
-__all__ = ["Dump", "read_dump", "atomic_write", "SPLIT_VALUES"]
+__all__ = ["Dump", "Batch", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES"]
 
 SPLIT_VALUES = ("val", "test")
 _WIDE_LOGIT = re.compile(r"^logit_(\d+)$")
@@ -103,6 +103,14 @@ def read_dump(
     ignore_label : rows with this label are dropped and counted.
     group_col : optional column of group names for per-group breakdowns.
     """
+    source = open_dump(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                       group_col=group_col)
+    return source.read_all()
+
+
+def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, ignore_label: int | None = None,
+              group_col: str | None = None) -> "DumpSource":
+    """Open a dump for reading in row batches (the schema is checked now, the rows as they come)."""
     path = str(path)
     if not os.path.exists(path):
         raise _fail(path, None, None, "no such file; check the path")
@@ -111,46 +119,150 @@ def read_dump(
     if not os.access(path, os.R_OK):
         raise _fail(path, None, None, "cannot be read (permission denied)")
     if path.endswith(".npz"):
-        columns = _read_npz(path, label_col)
-    else:
-        columns = _read_parquet(path, label_col, logits_col, group_col)
-    return _validate(path, ignore_label=ignore_label, **columns)
+        return NpzSource(path, label_col, ignore_label)
+    return ParquetSource(path, label_col, logits_col, ignore_label, group_col)
+
+
+@dataclass
+class Batch:
+    """Validated rows of one batch; ``first_row`` is the file row number of its first row."""
+
+    logits: np.ndarray
+    labels: np.ndarray
+    split: np.ndarray | None
+    ids: np.ndarray | None
+    groups: np.ndarray | None
+    n_ignored: int
+    first_row: int
+
+
+class DumpSource:
+    """A dump opened for reading: ``batches()`` yields validated :class:`Batch` objects."""
+
+    path: str
+    num_rows: int
+    metadata: dict
+    ignore_label: int | None
+    label_col: str
+    logits_col: str
+
+    def raw_batches(self, batch_rows: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def batches(self, batch_rows: int = 1 << 16):
+        """Validated batches of at most ``batch_rows`` rows, in file order."""
+        n_classes = None
+        for columns, first_row in self.raw_batches(batch_rows):
+            logits = columns["logits"]
+            if n_classes is None:
+                n_classes = logits.shape[1]
+            elif logits.shape[1] != n_classes:
+                raise _fail(self.path, self.logits_col, first_row,
+                            f"has {logits.shape[1]} logits but row 0 has {n_classes}; every row needs the same K")
+            yield self._validate(first_row=first_row, **columns)
+
+    def read_all(self) -> Dump:
+        """Every row in memory (the logits keep their float dtype), filled batch by batch."""
+        logits = None
+        parts: list[Batch] = []
+        filled = 0
+        for batch in self.batches():
+            if logits is None:
+                logits = np.empty((self.num_rows, batch.logits.shape[1]), dtype=batch.logits.dtype)
+            logits[filled:filled + len(batch.labels)] = batch.logits
+            filled += len(batch.labels)
+            batch.logits = None  # release the batch's buffer
+            parts.append(batch)
+        if not parts or self.num_rows == 0:
+            raise _fail(self.path, None, None, "has no rows")
+        if filled == 0:
+            raise _fail(self.path, self.label_col, None,
+                        f"every row has the ignored label {self.ignore_label}; nothing to evaluate")
+        logits = logits[:filled]
+        join = lambda name: None if getattr(parts[0], name) is None else np.concatenate(  # noqa: E731
+            [getattr(b, name) for b in parts])
+        binary = logits.shape[1] == 1
+        if binary:
+            logits = expand_binary(logits)
+        return Dump(path=self.path, logits=logits, labels=join("labels"), split=join("split"), ids=join("ids"),
+                    groups=join("groups"), n_ignored=sum(b.n_ignored for b in parts), binary=binary,
+                    metadata=self.metadata)
+
+    def _validate(self, *, logits, labels, split, ids, groups, first_row) -> Batch:
+        path, n_rows = self.path, labels.size
+        keep = np.ones(n_rows, dtype=bool) if self.ignore_label is None else labels != self.ignore_label
+        n_classes = max(logits.shape[1], 2)
+        out_of_range = keep & ((labels < 0) | (labels >= n_classes))
+        if out_of_range.any():
+            row = int(np.flatnonzero(out_of_range)[0])
+            hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
+            raise _fail(path, self.label_col, first_row + row,
+                        f"label {labels[row]} is outside 0 .. {n_classes - 1}{hint}")
+        for start in range(0, n_rows, _CHECK_ROWS):
+            chunk = logits[start:start + _CHECK_ROWS]
+            bad = ~np.isfinite(chunk).all(axis=1) & keep[start:start + _CHECK_ROWS]
+            if bad.any():
+                row = start + int(np.flatnonzero(bad)[0])
+                what = "NaN" if np.isnan(logits[row]).any() else "an infinite value"
+                hint = " (float16 overflows above 65504: save the logits as float32)" if logits.dtype == np.float16 else ""
+                raise _fail(path, self.logits_col, first_row + row, f"holds {what}{hint}; logits must be finite")
+        if split is not None:
+            unknown = ~np.isin(split, SPLIT_VALUES)
+            if unknown.any():
+                row = int(np.flatnonzero(unknown)[0])
+                raise _fail(path, "split", first_row + row, f"has the value {split[row]!r}; use 'val' or 'test'")
+        n_ignored = int(n_rows - np.count_nonzero(keep))
+        if n_ignored:
+            pick = lambda a: None if a is None else a[keep]  # noqa: E731
+            logits, labels, split, ids, groups = (pick(a) for a in (logits, labels, split, ids, groups))
+        return Batch(logits, labels, split, ids, groups, n_ignored, first_row)
+
+
+def expand_binary(logits: np.ndarray) -> np.ndarray:
+    """One binary logit v per row -> the two-class logits (0, v) (CONVENTIONS.md, "Input")."""
+    return np.concatenate([np.zeros_like(logits), logits], axis=1)
 
 
 # ----------------------------------------------------------------------------- npz
-def _read_npz(path: str, label_col: str) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise _fail(path, None, None, f"not a readable .npz file ({_short(exc)})") from None
-    if "logits" not in arrays:
-        found = ", ".join(sorted(arrays)) or "nothing"
-        raise _fail(path, None, None, f"no array named 'logits' (found: {found}); save logits and labels")
-    label_key = next((k for k in (label_col, "labels", "label") if k in arrays), None)
-    if label_key is None:
-        raise _fail(path, None, None, "no array named 'labels'; save the labels beside the logits")
-    logits = arrays["logits"]
-    if logits.ndim == 1:
-        logits = logits[:, None]
-    if logits.ndim != 2:
-        raise _fail(path, "logits", None, f"has {logits.ndim} dimensions; expected N x K")
-    if logits.dtype not in (np.float16, np.float32, np.float64):
-        raise _fail(path, "logits", None, f"has dtype {logits.dtype}; save float16, float32 or float64 logits")
-    labels = arrays[label_key]
-    if labels.ndim != 1 or labels.size != logits.shape[0]:
-        raise _fail(path, label_key, None, f"has shape {labels.shape}; expected ({logits.shape[0]},), one label per row")
-    split = arrays.get("split")
-    return dict(
-        logits=logits,
-        labels=_labels_to_int(path, label_key, labels, None),
-        split=None if split is None else split.astype(str),
-        ids=None,
-        groups=None,
-        label_col=label_key,
-        logits_col="logits",
-        metadata={},
-    )
+class NpzSource(DumpSource):
+    """An ``.npz`` dump: arrays ``logits`` (N x K) and ``labels``; read whole."""
+
+    def __init__(self, path: str, label_col: str, ignore_label: int | None):
+        self.path, self.ignore_label, self.metadata = path, ignore_label, {}
+        self.logits_col = "logits"
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {name: archive[name] for name in archive.files}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise _fail(path, None, None, f"not a readable .npz file ({_short(exc)})") from None
+        if "logits" not in arrays:
+            found = ", ".join(sorted(arrays)) or "nothing"
+            raise _fail(path, None, None, f"no array named 'logits' (found: {found}); save logits and labels")
+        label_key = next((k for k in (label_col, "labels", "label") if k in arrays), None)
+        if label_key is None:
+            raise _fail(path, None, None, "no array named 'labels'; save the labels beside the logits")
+        self.label_col = label_key
+        logits = arrays["logits"]
+        if logits.ndim == 1:
+            logits = logits[:, None]
+        if logits.ndim != 2:
+            raise _fail(path, "logits", None, f"has {logits.ndim} dimensions; expected N x K")
+        if logits.dtype not in (np.float16, np.float32, np.float64):
+            raise _fail(path, "logits", None, f"has dtype {logits.dtype}; save float16, float32 or float64 logits")
+        if logits.shape[1] == 0:
+            raise _fail(path, "logits", None, "has K = 0 columns; save N x K logits")
+        labels = arrays[label_key]
+        if labels.ndim != 1 or labels.size != logits.shape[0]:
+            raise _fail(path, label_key, None,
+                        f"has shape {labels.shape}; expected ({logits.shape[0]},), one label per row")
+        split = arrays.get("split")
+        self.num_rows = int(labels.size)
+        self._columns = dict(logits=logits, labels=_labels_to_int(path, label_key, labels, None),
+                             split=None if split is None else split.astype(str), ids=None, groups=None)
+
+    def raw_batches(self, batch_rows: int):
+        if self.num_rows:
+            yield self._columns, 0
 
 
 # ------------------------------------------------------------------------- parquet
@@ -159,41 +271,109 @@ def _short(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _read_parquet(path: str, label_col: str, logits_col: str | None, group_col: str | None) -> dict:
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise _fail(path, None, None, f"not a readable Parquet file ({_short(exc)}); was it truncated or corrupted?") from None
-    names = table.column_names
-    if label_col not in names:
-        raise _fail(
-            path, None, None, f"no label column '{label_col}' (columns: {', '.join(names)}); name it with --label-col"
-        )
-    logits, logits_col = _logits_from_table(path, table, logits_col)
-    labels = _labels_to_int(path, label_col, None, table.column(label_col))
-    split = None
-    if "split" in names:
-        split_col = table.column("split")
-        if not (pa.types.is_string(split_col.type) or pa.types.is_large_string(split_col.type)
-                or pa.types.is_dictionary(split_col.type)):
-            raise _fail(path, "split", None, f"has type {split_col.type}; it must hold the strings 'val' and 'test'")
-        split = _strings(path, "split", split_col)
-    ids = _strings(path, "id", table.column("id")) if "id" in names else None
-    groups = None
-    if group_col is not None:
-        if group_col not in names:
+def _corrupt(path: str, exc: BaseException) -> SelcalError:
+    return _fail(path, None, None, f"not a readable Parquet file ({_short(exc)}); was it truncated or corrupted?")
+
+
+class ParquetSource(DumpSource):
+    """A Parquet dump read by record batches: constant memory whatever its size."""
+
+    def __init__(self, path: str, label_col: str, logits_col: str | None, ignore_label: int | None,
+                 group_col: str | None):
+        self.path, self.ignore_label, self.label_col = path, ignore_label, label_col
+        try:
+            self.file = pq.ParquetFile(path)
+            schema = self.file.schema_arrow
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(path, exc) from None
+        self.num_rows = int(self.file.metadata.num_rows)
+        names = schema.names
+        if label_col not in names:
+            raise _fail(path, None, None,
+                        f"no label column '{label_col}' (columns: {', '.join(names)}); name it with --label-col")
+        label_type = schema.field(label_col).type
+        if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
+            raise _fail(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
+        self.logits_col, self.wide_columns = self._resolve_logits(schema, logits_col)
+        self.split_col = None
+        if "split" in names:
+            split_type = schema.field("split").type
+            if not (pa.types.is_string(split_type) or pa.types.is_large_string(split_type)
+                    or pa.types.is_dictionary(split_type)):
+                raise _fail(path, "split", None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
+            self.split_col = "split"
+        self.id_col = "id" if "id" in names else None
+        if group_col is not None and group_col not in names:
             raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
-        groups = _strings(path, group_col, table.column(group_col))
-    metadata = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (table.schema.metadata or {}).items()
-                if k.startswith(b"selcal.")}
-    return dict(logits=logits, labels=labels, split=split, ids=ids, groups=groups,
-                label_col=label_col, logits_col=logits_col, metadata=metadata)
+        self.group_col = group_col
+        self.metadata = {k.decode(errors="replace"): v.decode(errors="replace")
+                         for k, v in (schema.metadata or {}).items() if k.startswith(b"selcal.")}
+        logits_columns = self.wide_columns or [self.logits_col]
+        wanted = [label_col, *logits_columns, self.split_col, self.id_col, self.group_col]
+        self.columns = list(dict.fromkeys(c for c in wanted if c is not None))
+
+    def _resolve_logits(self, schema: pa.Schema, logits_col: str | None):
+        path, names = self.path, schema.names
+        if logits_col is not None and logits_col not in names:
+            raise _fail(path, None, None, f"no logits column '{logits_col}' (columns: {', '.join(names)})")
+        if logits_col is None:
+            list_columns = [f.name for f in schema if _is_list(f.type)]
+            if "logits" in names:
+                logits_col = "logits"
+            elif len(list_columns) == 1:
+                logits_col = list_columns[0]
+            elif len(list_columns) > 1:
+                raise _fail(path, None, None,
+                            f"several list columns ({', '.join(list_columns)}); name the logits with --logits-col")
+            else:
+                return "logit_*", _wide_columns(path, schema)
+        data_type = schema.field(logits_col).type
+        if not _is_list(data_type):
+            raise _fail(
+                path, logits_col, None,
+                f"has type {data_type}; logits must be a list of float16/float32/float64 per row "
+                "or columns logit_0 .. logit_{K-1}",
+            )
+        value_type = data_type.value_type
+        if _is_list(value_type):
+            raise _fail(path, logits_col, None,
+                        f"holds nested lists ({data_type}); store one flat list of K logits per row")
+        if value_type not in _FLOAT_TYPES:
+            raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
+        return logits_col, None
+
+    def raw_batches(self, batch_rows: int):
+        iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self.columns))
+        first_row = 0
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise _corrupt(self.path, exc) from None
+            yield self._columns(batch, first_row), first_row
+            first_row += batch.num_rows
+
+    def _columns(self, batch: pa.RecordBatch, first_row: int) -> dict:
+        path = self.path
+        if self.wide_columns:
+            logits = _wide_logits(path, batch, self.wide_columns, first_row)
+        else:
+            logits = _list_logits(path, batch.column(self.logits_col), self.logits_col, first_row)
+        return dict(
+            logits=logits,
+            labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
+            split=None if self.split_col is None else _strings(path, "split", batch.column("split"), first_row),
+            ids=None if self.id_col is None else _strings(path, "id", batch.column("id"), first_row),
+            groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
+                                                                  first_row),
+        )
 
 
-def _strings(path: str, name: str, column: pa.ChunkedArray) -> np.ndarray:
+def _strings(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
     if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise _fail(path, name, row, "is empty (null); give every row a value")
+        raise _fail(path, name, first_row + _first_null_row(column), "is empty (null); give every row a value")
     return np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object).astype(str)
 
 
@@ -201,138 +381,82 @@ def _first_null_row(array: pa.Array) -> int:
     return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
 
 
-def _logits_from_table(path: str, table: pa.Table, logits_col: str | None):
-    names = table.column_names
-    if logits_col is not None and logits_col not in names:
-        raise _fail(path, None, None, f"no logits column '{logits_col}' (columns: {', '.join(names)})")
-    if logits_col is None:
-        list_columns = [f.name for f in table.schema if _is_list(f.type)]
-        if "logits" in names:
-            logits_col = "logits"
-        elif len(list_columns) == 1:
-            logits_col = list_columns[0]
-        elif len(list_columns) > 1:
-            raise _fail(path, None, None, f"several list columns ({', '.join(list_columns)}); name the logits with --logits-col")
-        else:
-            return _wide_logits(path, table), "logit_*"
-    column = table.column(logits_col)
-    if not _is_list(column.type):
-        raise _fail(
-            path, logits_col, None,
-            f"has type {column.type}; logits must be a list of float16/float32/float64 per row "
-            "or columns logit_0 .. logit_{K-1}",
-        )
-    value_type = column.type.value_type
-    if _is_list(value_type):
-        raise _fail(path, logits_col, None, f"holds nested lists ({column.type}); store one flat list of K logits per row")
-    if value_type not in _FLOAT_TYPES:
-        raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+def _list_logits(path: str, array: pa.Array, name: str, first_row: int) -> np.ndarray:
     if array.null_count:
-        raise _fail(path, logits_col, _first_null_row(array), "is null; every row needs its K logits")
+        raise _fail(path, name, first_row + _first_null_row(array), "is null; every row needs its K logits")
     lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
     if lengths.size == 0:
-        raise _fail(path, None, None, "has no rows")
+        return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
     n_classes = int(lengths[0])
     ragged = np.flatnonzero(lengths != n_classes)
     if ragged.size:
         row = int(ragged[0])
-        raise _fail(path, logits_col, row, f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K")
+        raise _fail(path, name, first_row + row,
+                    f"has {lengths[row]} logits but row {first_row} has {n_classes}; every row needs the same K")
     if n_classes == 0:
-        raise _fail(path, logits_col, 0, "is an empty list; every row needs its K logits")
+        raise _fail(path, name, first_row, "is an empty list; every row needs its K logits")
     values = array.flatten()
     if values.null_count:
-        raise _fail(path, logits_col, _first_null_row(values) // n_classes, "holds a null logit; store finite numbers")
-    return values.to_numpy(zero_copy_only=False).reshape(-1, n_classes), logits_col
+        raise _fail(path, name, first_row + _first_null_row(values) // n_classes,
+                    "holds a null logit; store finite numbers")
+    return values.to_numpy(zero_copy_only=False).reshape(-1, n_classes)
 
 
 def _is_list(data_type) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type)
 
 
-def _wide_logits(path: str, table: pa.Table) -> np.ndarray:
-    indexed = {int(m.group(1)): name for name in table.column_names if (m := _WIDE_LOGIT.match(name))}
+def _wide_columns(path: str, schema: pa.Schema) -> list[str]:
+    indexed = {int(m.group(1)): name for name in schema.names if (m := _WIDE_LOGIT.match(name))}
     if not indexed:
         raise _fail(
             path, None, None,
-            f"no logits found (columns: {', '.join(table.column_names)}); store them in a list column "
+            f"no logits found (columns: {', '.join(schema.names)}); store them in a list column "
             "'logits' or in columns logit_0 .. logit_{K-1}",
         )
     n_classes = len(indexed)
     missing = [k for k in range(n_classes) if k not in indexed]
     if missing:
-        raise _fail(path, None, None, f"has {n_classes} logit_k columns but no 'logit_{missing[0]}'; number them 0 .. K-1")
-    columns = []
+        raise _fail(path, None, None,
+                    f"has {n_classes} logit_k columns but no 'logit_{missing[0]}'; number them 0 .. K-1")
     for k in range(n_classes):
-        column = table.column(indexed[k])
-        if column.type not in _FLOAT_TYPES:
-            raise _fail(path, indexed[k], None, f"has type {column.type}; logits must be float16, float32 or float64")
+        data_type = schema.field(indexed[k]).type
+        if data_type not in _FLOAT_TYPES:
+            raise _fail(path, indexed[k], None, f"has type {data_type}; logits must be float16, float32 or float64")
+    return [indexed[k] for k in range(n_classes)]
+
+
+def _wide_logits(path: str, batch: pa.RecordBatch, names: list[str], first_row: int) -> np.ndarray:
+    columns = []
+    for name in names:
+        column = batch.column(name)
         if column.null_count:
-            raise _fail(path, indexed[k], _first_null_row(column.combine_chunks()), "is null; store finite numbers")
+            raise _fail(path, name, first_row + _first_null_row(column), "is null; store finite numbers")
         columns.append(column.to_numpy())
-    dtype = np.result_type(*columns)
-    return np.stack(columns, axis=1).astype(dtype, copy=False)
+    return np.stack(columns, axis=1).astype(np.result_type(*columns), copy=False)
 
 
-def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.ChunkedArray | None) -> np.ndarray:
+def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.Array | None,
+                   first_row: int = 0) -> np.ndarray:
     if column is not None:
         if column.null_count:
-            raise _fail(path, name, _first_null_row(column.combine_chunks()), "has no label (null); every row needs one")
+            raise _fail(path, name, first_row + _first_null_row(column), "has no label (null); every row needs one")
         if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
             raise _fail(path, name, None, f"has type {column.type}; labels must be integers 0 .. K-1")
-        labels = column.to_numpy()
+        labels = column.to_numpy(zero_copy_only=False)
     if labels.dtype.kind in "iu":
         if labels.dtype.kind == "u" and labels.size and labels.max() > np.iinfo(np.int64).max:
             row = int(np.argmax(labels))
-            raise _fail(path, name, row, f"label {labels[row]} is too large")
+            raise _fail(path, name, first_row + row, f"label {labels[row]} is too large")
         return labels.astype(np.int64)
     if labels.dtype.kind == "f":
         whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise _fail(path, name, row, f"label {labels[row]!r} is not a whole number; labels must be integers 0 .. K-1")
+            raise _fail(path, name, first_row + row,
+                        f"label {labels[row]!r} is not a whole number; labels must be integers 0 .. K-1")
         return labels.astype(np.int64)
     raise _fail(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")
-
-
-# ------------------------------------------------------------------------ validate
-def _validate(path, *, logits, labels, split, ids, groups, label_col, logits_col, metadata, ignore_label) -> Dump:
-    n_rows = labels.size
-    if n_rows == 0:
-        raise _fail(path, None, None, "has no rows")
-    keep = np.ones(n_rows, dtype=bool) if ignore_label is None else labels != ignore_label
-    n_classes = logits.shape[1]
-    out_of_range = keep & ((labels < 0) | (labels >= max(n_classes, 2)))
-    if out_of_range.any():
-        row = int(np.flatnonzero(out_of_range)[0])
-        hint = " (use --ignore-label for a void label)" if labels[row] >= max(n_classes, 2) else ""
-        raise _fail(path, label_col, row, f"label {labels[row]} is outside 0 .. {max(n_classes, 2) - 1}{hint}")
-    for start in range(0, n_rows, _CHECK_ROWS):
-        chunk = logits[start:start + _CHECK_ROWS]
-        bad = ~np.isfinite(chunk).all(axis=1) & keep[start:start + _CHECK_ROWS]
-        if bad.any():
-            row = start + int(np.flatnonzero(bad)[0])
-            what = "NaN" if np.isnan(logits[row]).any() else "an infinite value"
-            hint = " (float16 overflows above 65504: save the logits as float32)" if logits.dtype == np.float16 else ""
-            raise _fail(path, logits_col, row, f"holds {what}{hint}; logits must be finite")
-    if split is not None:
-        unknown = ~np.isin(split, SPLIT_VALUES)
-        if unknown.any():
-            row = int(np.flatnonzero(unknown)[0])
-            raise _fail(path, "split", row, f"has the value {split[row]!r}; use 'val' or 'test'")
-    n_ignored = int(n_rows - keep.sum())
-    if n_ignored:
-        logits, labels = logits[keep], labels[keep]
-        split = None if split is None else split[keep]
-        ids = None if ids is None else ids[keep]
-        groups = None if groups is None else groups[keep]
-        if labels.size == 0:
-            raise _fail(path, label_col, None, f"every row has the ignored label {ignore_label}; nothing to evaluate")
-    binary = n_classes == 1
-    if binary:
-        logits = np.concatenate([np.zeros_like(logits), logits], axis=1)
-    return Dump(path=path, logits=logits, labels=labels, split=split, ids=ids, groups=groups,
-                n_ignored=n_ignored, binary=binary, metadata=metadata)
 
 
 # ------------------------------------------------------------------------- output

@@ -78,13 +78,13 @@ class RiskCoverage:
         """
         group_sizes = np.diff(self.accepted, prepend=0)
         errors_before = np.concatenate(([0.0], self.errors[:-1]))
-        group_error_rate = (self.errors - errors_before) / group_sizes
-        # Position of each k inside its group: 1..size.
+        group_errors = self.errors - errors_before
+        # Position of each k inside its group: 1..size. position * errors is an exact
+        # integer, so E_k is exact at every group end.
         start = np.repeat(self.accepted - group_sizes, group_sizes)
         position = np.arange(1, self.n + 1, dtype=np.float64) - start
-        return np.repeat(errors_before, group_sizes) + position * np.repeat(
-            group_error_rate, group_sizes
-        )
+        expected = position * np.repeat(group_errors, group_sizes) / np.repeat(group_sizes, group_sizes)
+        return np.repeat(errors_before, group_sizes) + expected
 
 
 def risk_coverage(score, correct) -> RiskCoverage:
@@ -124,7 +124,8 @@ def risk_coverage(score, correct) -> RiskCoverage:
     sorted_score = score[order]
     # Cumulative sums in float64 are exact for integer counts below 2**53.
     cum_errors = np.cumsum(errors[order], dtype=np.float64)
-    group_ends = np.flatnonzero(np.diff(sorted_score))
+    # Compare, not subtract: inf - inf is NaN, which would split a group of equal infinities.
+    group_ends = np.flatnonzero(sorted_score[1:] != sorted_score[:-1])
     group_ends = np.append(group_ends, score.size - 1)
     return RiskCoverage(
         accepted=group_ends + 1,
