@@ -59,9 +59,9 @@ class BinnedCalibration:
 
     @property
     def gaps(self) -> np.ndarray:
-        """|acc_b - conf_b| for the non-empty bins."""
+        """|acc_b - conf_b| for the non-empty bins, as |hits_b - conf_sum_b| / n_b (no cancellation)."""
         n = self.count[self.nonempty]
-        return np.abs(self.hits[self.nonempty] / n - self.confidence_sum[self.nonempty] / n)
+        return np.abs(self.hits[self.nonempty] - self.confidence_sum[self.nonempty]) / n
 
     def weighted_gap(self) -> float:
         """sum_b (n_b / N) |acc_b - conf_b| over the non-empty bins, as sum_b |hits_b - conf_sum_b| / N."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import calibration, posthoc, scores, selective
 from .errors import SelcalError
-from .io import Dump, read_dump
+from .io import Dump, DumpSource, expand_binary, open_dump
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask"]
@@ -26,7 +26,8 @@ __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_m
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
-_CHUNK_ELEMENTS = 1 << 21  # logits per chunk: a few float64 temporaries of 16 MB each
+_CHUNK_ELEMENTS = 1 << 21
+DEFAULT_MEMORY_BUDGET = 1 << 30  # logits bytes above which a file is streamed  # logits per chunk: a few float64 temporaries of 16 MB each
 
 
 @dataclass(frozen=True)
@@ -102,16 +103,20 @@ def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     return out
 
 
-def holdout_mask(logits: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+def holdout_mask(logits: np.ndarray, labels: np.ndarray, fraction: float, seed: int, where: str = "") -> np.ndarray:
     """Boolean mask of the round(fraction * N) rows held out for validation (by row hash)."""
-    n = labels.size
+    return _lowest_hashes(row_hashes(logits, labels, seed), fraction, where)
+
+
+def _lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.ndarray:
+    """Mask of the round(fraction * N) rows with the smallest hashes."""
+    n = hashes.size
     n_val = int(math.floor(fraction * n + 0.5))
     if n_val < 1 or n_val > n - 1:
         raise SelcalError(
-            f"a random hold-out of {fraction:g} x {n} rows leaves no validation or no evaluation rows; "
+            (f"{where}: " if where else "") + f"a random hold-out of {fraction:g} x {n} rows leaves no validation or no evaluation rows; "
             "give a larger file, --val FILE, or a split column"
         )
-    hashes = row_hashes(logits, labels, seed)
     mask = np.zeros(n, dtype=bool)
     mask[np.argsort(hashes, kind="stable")[:n_val]] = True
     return mask
@@ -140,7 +145,7 @@ def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | N
             return test.subset(is_val), test.subset(~is_val), "split-column"
     if not options.needs_validation:
         return None, test, "none"
-    mask = holdout_mask(test.logits, test.labels, options.val_fraction, options.seed)
+    mask = holdout_mask(test.logits, test.labels, options.val_fraction, options.seed, where=test.path)
     return test.subset(mask), test.subset(~mask), "holdout"
 
 
@@ -307,34 +312,47 @@ def evaluate_arrays(
     """
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
-    wanted = options.scores
-    temp_fit = pnorm_fit = None
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
-    if options.needs_validation:
-        if n_val == 0:
-            raise SelcalError(f"{path or name}: the pnorm and temp scores need validation rows; give --val FILE, a split column, or use --scores msp,max_logit")
-        val64 = np.asarray(val_logits, dtype=np.float64)
-        val_labels = np.asarray(val_labels, dtype=np.int64)
-        if "temp" in wanted:
-            temp_fit = posthoc.fit_temperature(val64, val_labels)
-            if temp_fit.fallback:
-                warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
-        if "pnorm" in wanted:
-            pnorm_fit = posthoc.fit_pnorm(
-                val64, val_labels, options.p_grid, center=options.center,
-                objective=options.pnorm_objective, estimator=options.aurc_estimator,
-            )
-        del val64
+    temp_fit, pnorm_fit = fit_posthoc(val_logits, val_labels, options, where=path or name, warnings=warnings)
+    chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
+    return _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, options=options, name=name, path=path,
+                    split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress)
+
+
+def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warnings: list[str]):
+    """(TemperatureFit or None, PnormFit or None) fitted on the validation rows only."""
+    if not options.needs_validation:
+        return None, None
+    if val_labels is None or np.asarray(val_labels).size == 0:
+        raise SelcalError(f"{where}: the pnorm and temp scores need validation rows; give --val FILE, "
+                          "a split column, or use --scores msp,max_logit")
+    val64 = np.asarray(val_logits, dtype=np.float64)
+    val_labels = np.asarray(val_labels, dtype=np.int64)
+    temp_fit = pnorm_fit = None
+    if "temp" in options.scores:
+        temp_fit = posthoc.fit_temperature(val64, val_labels)
+        if temp_fit.fallback:
+            warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
+    if "pnorm" in options.scores:
+        pnorm_fit = posthoc.fit_pnorm(val64, val_labels, options.p_grid, center=options.center,
+                                      objective=options.pnorm_objective, estimator=options.aurc_estimator)
+    return temp_fit, pnorm_fit
+
+
+def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
+             n_val: int, warnings: list[str], extra: dict | None, groups, progress) -> ModelResult:
+    """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
+    wanted = options.scores
     rows = reduce_rows(
-        array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options)), logits.shape[1], options=options,
+        chunks, n_classes, options=options,
         temperature=temp_fit.temperature if temp_fit else None,
         p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
         progress=progress,
     )
     correct = rows.correct
-    n = labels.size
+    n = correct.size
     result = ModelResult(
-        name=name, path=path, num_classes=int(logits.shape[1]), n_eval=n, n_val=n_val, split=split,
+        name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
         error=float(np.count_nonzero(~correct) / n),
         nll=_mean(rows.nll), brier=_mean(rows.brier),
@@ -423,6 +441,89 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     )
 
 
+# ------------------------------------------------------------------------ streaming
+def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None):
+    """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows."""
+    offset = 0
+    for batch in source.batches(rows):
+        logits, labels, groups = batch.logits, batch.labels, batch.groups
+        if eval_mask is not None:
+            keep = eval_mask[offset:offset + labels.size]
+            logits, labels = logits[keep], labels[keep]
+            groups = None if groups is None else groups[keep]
+        offset += batch.labels.size
+        if groups_out is not None and groups is not None:
+            groups_out.append(groups)
+        if labels.size:
+            yield (expand_binary(logits) if logits.shape[1] == 1 else logits), labels
+
+
+def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
+    """The rows of a streamed dump selected by ``mask``, in memory (e.g. its validation rows)."""
+    logits, labels, offset = [], [], 0
+    for batch in source.batches():
+        keep = mask[offset:offset + batch.labels.size]
+        offset += batch.labels.size
+        logits.append(batch.logits[keep])
+        labels.append(batch.labels[keep])
+    stacked = np.concatenate(logits)
+    binary = stacked.shape[1] == 1
+    return Dump(path=source.path, logits=expand_binary(stacked) if binary else stacked,
+                labels=np.concatenate(labels), binary=binary)
+
+
+def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
+                    name: str | None = None, progress: Callable[[int], None] | None = None) -> ModelResult:
+    """:func:`evaluate_dump` for a dump streamed by row batches: memory bounded by the
+    validation rows, whatever the size of the evaluation rows.
+
+    The split rules are those of :func:`split_rows` (a hold-out is chosen by the same row
+    hashes), and the per-row numbers are the same, so the result is bit-for-bit that of
+    the in-memory path.
+    """
+    split = test.split_column()
+    eval_mask = None
+    if val is not None:
+        val_rows = _rows_of(val.read_all(), "val")
+        if val_rows.num_classes != test.num_classes:
+            raise SelcalError(f"{val.path}: has K = {val_rows.num_classes} classes but {test.path} has "
+                              f"K = {test.num_classes}; pass the validation file of the same model")
+        if split is not None and (split == "test").any():
+            eval_mask = split == "test"
+        rule = "val-file"
+    elif split is not None and (split == "val").any() and (split != "val").any():
+        val_rows, eval_mask, rule = _gather(test, split == "val"), split != "val", "split-column"
+    elif options.needs_validation:
+        hashes = np.concatenate([row_hashes(b.logits if b.logits.shape[1] > 1 else expand_binary(b.logits),
+                                            b.labels, options.seed) for b in test.batches()])
+        val_mask = _lowest_hashes(hashes, options.val_fraction, test.path)
+        val_rows, eval_mask, rule = _gather(test, val_mask), ~val_mask, "holdout"
+    else:
+        val_rows, rule = None, "none"
+    warnings = []
+    n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
+    if n_eval < 100:
+        warnings.append(f"only {n_eval} evaluation rows: every metric is noisy")
+    if options.needs_validation and val_rows is not None and len(val_rows) < 1000:
+        warnings.append(f"only {len(val_rows)} validation rows: T and p are fitted on little data")
+    temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
+                                      None if val_rows is None else val_rows.labels, options,
+                                      where=test.path, warnings=warnings)
+    extra = {"val_path": val.path if val is not None else None}
+    if rule == "holdout":
+        extra.update(val_fraction=options.val_fraction, seed=options.seed)
+    n_classes = max(test.num_classes, 2)
+    groups: list | None = [] if getattr(test, "group_col", None) else None
+    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
+    result = _measure(chunks, n_classes, temp_fit, pnorm_fit, options=options, name=name or _model_name(test.path),
+                      path=test.path, split=rule, n_val=0 if val_rows is None else len(val_rows),
+                      warnings=warnings, extra=extra, groups=None, progress=progress)
+    if groups:
+        result.groups = np.concatenate(groups)
+        result.extra["groups"] = _group_metrics(result, options)
+    return result
+
+
 _GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump", "output", "outputs"}
 
 
@@ -448,6 +549,8 @@ def evaluate(
     logits_col: str | None = None,
     ignore_label: int | None = None,
     group_col: str | None = None,
+    stream: bool | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int], None] | None = None,
     **option_values,
 ) -> EvaluationResult:
@@ -458,11 +561,15 @@ def evaluate(
     paths : path or list of paths to TEST dumps (Parquet or .npz), one model each.
     val : path or list of paths, one validation dump per TEST file (optional).
     options : :class:`Options`; or give its fields as keyword arguments.
+    stream : read the TEST file by row batches instead of whole. By default a file is
+        streamed when its logits take more than ``memory_budget`` bytes. Either way
+        the numbers are the same, bit for bit.
 
     Examples
     --------
-    >>> result = evaluate("sample_logits/calibrator_cifar10_resnet50_ce.parquet")  # doctest: +SKIP
-    >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
+    >>> result = evaluate("sample_logits/calibrator_cifar10_resnet50_ce.parquet")
+    >>> round(result.models[0].scores["msp"]["aurc"], 6)
+    0.009505
     """
     options = replace(options or Options(), **option_values) if option_values else (options or Options())
     paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
@@ -471,17 +578,19 @@ def evaluate(
         raise SelcalError("no input file given")
     if vals and len(vals) != len(paths):
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
-    def read(path):
-        return read_dump(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                         group_col=group_col)
-
+    columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
     models = []
     names = _unique_names([str(p) for p in paths])
     for index, path in enumerate(paths):
-        test = read(path)
-        val_dump = read_dump(vals[index], label_col=label_col, logits_col=logits_col,
-                             ignore_label=ignore_label) if vals else None
-        models.append(evaluate_dump(test, val_dump, options=options, name=names[index], progress=progress))
+        test = open_dump(path, group_col=group_col, **columns)
+        val_source = open_dump(vals[index], **columns) if vals else None
+        streamed = stream if stream is not None else test.logits_bytes > memory_budget
+        if streamed:
+            model = evaluate_source(test, val_source, options=options, name=names[index], progress=progress)
+        else:
+            model = evaluate_dump(test.read_all(), val_source.read_all() if val_source else None,
+                                  options=options, name=names[index], progress=progress)
+        models.append(model)
     return EvaluationResult(models=models, options=options)
 
 

@@ -149,6 +149,36 @@ class DumpSource:
     def raw_batches(self, batch_rows: int):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _labels_and_split(self) -> tuple[np.ndarray, np.ndarray | None]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def num_classes(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def logits_bytes(self) -> int:
+        """Size of the logits in memory, as stored (before any float64 conversion)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _kept(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if not hasattr(self, "_kept_cache"):
+            labels, split = self._labels_and_split()
+            keep = None if self.ignore_label is None else labels != self.ignore_label
+            if keep is not None and split is not None:
+                split = split[keep]
+            self._kept_cache = (int(labels.size if keep is None else keep.sum()), split)
+        return self._kept_cache
+
+    @property
+    def num_kept_rows(self) -> int:
+        """Rows left after dropping the ignored label."""
+        return self._kept()[0]
+
+    def split_column(self) -> np.ndarray | None:
+        """The split value of every kept row (None without a split column), read without the logits."""
+        return self._kept()[1]
+
     def batches(self, batch_rows: int = 1 << 16):
         """Validated batches of at most ``batch_rows`` rows, in file order."""
         n_classes = None
@@ -197,20 +227,24 @@ class DumpSource:
             row = int(np.flatnonzero(out_of_range)[0])
             hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
             raise _fail(path, self.label_col, first_row + row,
-                        f"label {labels[row]} is outside 0 .. {n_classes - 1}{hint}")
+                        f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
         for start in range(0, n_rows, _CHECK_ROWS):
             chunk = logits[start:start + _CHECK_ROWS]
             bad = ~np.isfinite(chunk).all(axis=1) & keep[start:start + _CHECK_ROWS]
             if bad.any():
                 row = start + int(np.flatnonzero(bad)[0])
-                what = "NaN" if np.isnan(logits[row]).any() else "an infinite value"
+                k = int(np.flatnonzero(~np.isfinite(logits[row]))[0])
+                what = "NaN" if np.isnan(logits[row, k]) else "an infinite value"
                 hint = " (float16 overflows above 65504: save the logits as float32)" if logits.dtype == np.float16 else ""
-                raise _fail(path, self.logits_col, first_row + row, f"holds {what}{hint}; logits must be finite")
+                wide = getattr(self, "wide_columns", None)
+                column = wide[k] if wide else self.logits_col
+                where = "" if wide else f" for class {k}"
+                raise _fail(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
         if split is not None:
             unknown = ~np.isin(split, SPLIT_VALUES)
             if unknown.any():
                 row = int(np.flatnonzero(unknown)[0])
-                raise _fail(path, "split", first_row + row, f"has the value {split[row]!r}; use 'val' or 'test'")
+                raise _fail(path, "split", first_row + row, f"has the value {str(split[row])!r}; use 'val' or 'test'")
         n_ignored = int(n_rows - np.count_nonzero(keep))
         if n_ignored:
             pick = lambda a: None if a is None else a[keep]  # noqa: E731
@@ -234,7 +268,8 @@ class NpzSource(DumpSource):
             with np.load(path, allow_pickle=False) as archive:
                 arrays = {name: archive[name] for name in archive.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            raise _fail(path, None, None, f"not a readable .npz file ({_short(exc)})") from None
+            reason = "it holds Python objects, not plain arrays" if "pickle" in str(exc) else _short(exc)
+            raise _fail(path, None, None, f"not a readable .npz file ({reason}); save it with numpy.savez") from None
         if "logits" not in arrays:
             found = ", ".join(sorted(arrays)) or "nothing"
             raise _fail(path, None, None, f"no array named 'logits' (found: {found}); save logits and labels")
@@ -263,6 +298,17 @@ class NpzSource(DumpSource):
     def raw_batches(self, batch_rows: int):
         if self.num_rows:
             yield self._columns, 0
+
+    def _labels_and_split(self):
+        return self._columns["labels"], self._columns["split"]
+
+    @property
+    def num_classes(self) -> int:
+        return int(self._columns["logits"].shape[1])
+
+    @property
+    def logits_bytes(self) -> int:
+        return int(self._columns["logits"].nbytes)
 
 
 # ------------------------------------------------------------------------- parquet
@@ -341,6 +387,33 @@ class ParquetSource(DumpSource):
         if value_type not in _FLOAT_TYPES:
             raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
         return logits_col, None
+
+    def _labels_and_split(self):
+        columns = [self.label_col] + ([self.split_col] if self.split_col else [])
+        try:
+            table = self.file.read(columns=columns)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+        split = None if not self.split_col else _strings(self.path, "split", table.column("split").combine_chunks())
+        return labels, split
+
+    @property
+    def num_classes(self) -> int:
+        if self.wide_columns:
+            return len(self.wide_columns)
+        data_type = self.file.schema_arrow.field(self.logits_col).type
+        if pa.types.is_fixed_size_list(data_type):
+            return int(data_type.list_size)
+        for columns, _ in self.raw_batches(1):
+            return int(columns["logits"].shape[1])
+        return 0
+
+    @property
+    def logits_bytes(self) -> int:
+        """Estimated from the row groups' uncompressed sizes (every column read)."""
+        metadata = self.file.metadata
+        return int(sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)))
 
     def raw_batches(self, batch_rows: int):
         iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self.columns))
@@ -454,7 +527,7 @@ def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.A
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
             raise _fail(path, name, first_row + row,
-                        f"label {labels[row]!r} is not a whole number; labels must be integers 0 .. K-1")
+                        f"label {float(labels[row])!r} is not a whole number; labels must be integers 0 .. K-1")
         return labels.astype(np.int64)
     raise _fail(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")
 
