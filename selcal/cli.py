@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -100,10 +102,12 @@ def evaluate(
         )
         if json_path not in (None, "-"):
             _check_writable(Path(json_path))
-        result = run_evaluation(
-            [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
-            label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
-        )
+        with _progress_bar() as progress:
+            result = run_evaluation(
+                [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
+                label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
+                progress=progress,
+            )
         if json_path == "-":
             sys.stdout.write(result.to_json())
         elif json_path is not None:
@@ -115,6 +119,36 @@ def evaluate(
         from .report import render_table
 
         render_table(result, Console())
+
+
+@contextmanager
+def _progress_bar():
+    """A rows-per-second progress line on stderr while evaluation rows are reduced.
+
+    Shown only on a terminal, and only once the work has lasted a couple of seconds.
+    """
+    from rich.console import Console
+    from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    bar = Progress(SpinnerColumn(), TextColumn("evaluation rows"), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=True)
+    task = bar.add_task("rows", total=None, rate="")
+    started = time.monotonic()
+
+    def advance(done: int, total: int | None) -> None:
+        elapsed = time.monotonic() - started
+        if elapsed > 2 and not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total, rate=f"{done / max(elapsed, 1e-9):,.0f} rows/s")
+
+    try:
+        yield advance
+    finally:
+        bar.stop()
 
 
 def _check_writable(path: Path) -> None:

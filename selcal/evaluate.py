@@ -222,12 +222,14 @@ def reduce_rows(
     options: Options,
     temperature: float | None = None,
     p: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+    total: int | None = None,
 ) -> RowReduction:
     """One pass over the evaluation logits, chunk by chunk, to per-row numbers.
 
     Chunks are reduced on ``options.workers`` threads (numpy releases the GIL) with at
-    most a few chunks in flight, so memory stays bounded for a streamed file. Per-row
+    most a few chunks in flight, so memory stays bounded for a streamed file.
+    ``progress(rows_done, total)`` is called after each chunk. Per-row
     numbers do not depend on the chunking and the class-wise bins are exact integers,
     so the result is bit-for-bit the same for any chunk size and thread count.
     """
@@ -235,15 +237,18 @@ def reduce_rows(
     classwise = calibration.empty_classwise_bins(n_classes, options.bins)
     temp_classwise = calibration.empty_classwise_bins(n_classes, options.bins) if temperature else None
 
+    done = 0
+
     def collect(out: dict, n_rows: int) -> None:
-        nonlocal classwise, temp_classwise
+        nonlocal classwise, temp_classwise, done
         classwise += out.pop("classwise")
         if temperature is not None:
             temp_classwise += out.pop("temp_classwise")
         for name, values in out.items():
             parts.setdefault(name, []).append(values)
+        done += n_rows
         if progress is not None:
-            progress(n_rows)
+            progress(done, total)
 
     workers = options.workers or min(4, os.cpu_count() or 1)
     if workers <= 1:
@@ -301,7 +306,7 @@ def evaluate_arrays(
     warnings: Sequence[str] = (),
     extra: dict | None = None,
     groups: np.ndarray | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from arrays already split.
 
@@ -316,7 +321,8 @@ def evaluate_arrays(
     temp_fit, pnorm_fit = fit_posthoc(val_logits, val_labels, options, where=path or name, warnings=warnings)
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
     return _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, options=options, name=name, path=path,
-                    split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress)
+                    split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
+                    total=labels.size)
 
 
 def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warnings: list[str]):
@@ -340,14 +346,15 @@ def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warning
 
 
 def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
-             n_val: int, warnings: list[str], extra: dict | None, groups, progress) -> ModelResult:
+             n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None
+             ) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
     wanted = options.scores
     rows = reduce_rows(
         chunks, n_classes, options=options,
         temperature=temp_fit.temperature if temp_fit else None,
         p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
-        progress=progress,
+        progress=progress, total=total,
     )
     correct = rows.correct
     n = correct.size
@@ -421,7 +428,7 @@ def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> l
 
 
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
-                  progress: Callable[[int], None] | None = None) -> ModelResult:
+                  progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
     val_rows, eval_rows, rule = split_rows(test, val, options)
     extra = {"val_path": val.path if val is not None else None}
@@ -473,7 +480,7 @@ def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
 
 
 def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
-                    name: str | None = None, progress: Callable[[int], None] | None = None) -> ModelResult:
+                    name: str | None = None, progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """:func:`evaluate_dump` for a dump streamed by row batches: memory bounded by the
     validation rows, whatever the size of the evaluation rows.
 
@@ -517,7 +524,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
     result = _measure(chunks, n_classes, temp_fit, pnorm_fit, options=options, name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=0 if val_rows is None else len(val_rows),
-                      warnings=warnings, extra=extra, groups=None, progress=progress)
+                      warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval)
     if groups:
         result.groups = np.concatenate(groups)
         result.extra["groups"] = _group_metrics(result, options)
@@ -551,7 +558,7 @@ def evaluate(
     group_col: str | None = None,
     stream: bool | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
     **option_values,
 ) -> EvaluationResult:
     """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.

@@ -1,0 +1,108 @@
+"""Benchmark `selcal evaluate` against the floor, in the same run on the same machine.
+
+The floor is the least any tool must do: read the test and validation Parquet files into
+numpy with pyarrow and run one float32 softmax + argmax pass. selcal does everything
+(all four scores, p grid 1..10, exact temperature, every metric, no plots). Each
+measurement runs in a fresh subprocess, floor and selcal alternating, and reports its
+own wall time (imports excluded) and peak RSS; the medians and the ratio are printed.
+
+    python bench/bench_evaluate.py                      # everyday case: 50 000 x 1000 + 10 000 x 1000
+    python bench/bench_evaluate.py --n-test 2000000 --stream   # the big case, streamed
+    python bench/bench_evaluate.py --n-test 20000 --n-val 2000 --classes 128000 --stream  # wide
+
+Dumps are generated once (seeded, see make_dumps.py) into --dir and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from make_dumps import write_dump  # noqa: E402
+
+FLOOR = """
+import json, resource, sys, time
+import numpy as np, pyarrow.parquet as pq
+start = time.perf_counter()
+for path in sys.argv[1:3]:
+    table = pq.read_table(path, columns=["label", "logits"])
+    column = table.column("logits").combine_chunks()
+    logits = column.values.to_numpy().reshape(-1, column.type.list_size)
+    labels = table.column("label").to_numpy()
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(shifted)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    accuracy = float((probabilities.argmax(axis=1) == labels).mean())
+print(json.dumps({"seconds": time.perf_counter() - start,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+SELCAL = """
+import json, resource, sys, time
+import selcal
+stream = {"auto": None, "yes": True, "no": False}[sys.argv[3]]
+start = time.perf_counter()
+result = selcal.evaluate(sys.argv[1], sys.argv[2], stream=stream)
+result.to_json()
+print(json.dumps({"seconds": time.perf_counter() - start,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run(code: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "selcal-bench")
+    parser.add_argument("--n-test", type=int, default=50_000)
+    parser.add_argument("--n-val", type=int, default=10_000)
+    parser.add_argument("--classes", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--stream", choices=("auto", "yes", "no"), default="auto")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor (it cannot hold a dump larger than RAM)")
+    args = parser.parse_args()
+
+    folder = args.dir / f"{args.n_test}x{args.classes}"
+    folder.mkdir(parents=True, exist_ok=True)
+    test, val = folder / "test.parquet", folder / "val.parquet"
+    rows_per_group = max(256, min(8192, (1 << 23) // args.classes))
+    if not test.exists():
+        print(f"writing {test} ...", flush=True)
+        write_dump(test, args.n_test, args.classes, 0, "test", rows_per_group)
+    if not val.exists():
+        write_dump(val, args.n_val, args.classes, 1, "val", rows_per_group)
+
+    floors, selcals = [], []
+    for _ in range(args.runs):
+        if not args.no_floor:
+            floors.append(run(FLOOR, str(test), str(val)))
+        selcals.append(run(SELCAL, str(test), str(val), args.stream))
+    machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, {__import__('os').cpu_count()} cores"
+    report = {
+        "case": f"test {args.n_test} x {args.classes}, val {args.n_val} x {args.classes}, float32",
+        "machine": machine,
+        "selcal_seconds": statistics.median(r["seconds"] for r in selcals),
+        "selcal_peak_mb": max(r["peak_mb"] for r in selcals),
+        "selcal_microseconds_per_test_row": 1e6 * statistics.median(r["seconds"] for r in selcals) / args.n_test,
+    }
+    if floors:
+        report["floor_seconds"] = statistics.median(r["seconds"] for r in floors)
+        report["floor_peak_mb"] = max(r["peak_mb"] for r in floors)
+        report["ratio"] = report["selcal_seconds"] / report["floor_seconds"]
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
