@@ -155,10 +155,14 @@ class RowReduction:
     """Per-row numbers of the evaluation rows, plus additive class-wise bins."""
 
     correct: np.ndarray
+    pred: np.ndarray
+    label: np.ndarray
     log_msp: np.ndarray
     max_logit: np.ndarray
     nll: np.ndarray
     brier: np.ndarray
+    row_sum: np.ndarray
+    row_min: np.ndarray
     classwise: calibration.ClasswiseBins
     pnorm: np.ndarray | None = None
     temp_log_msp: np.ndarray | None = None
@@ -195,8 +199,9 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
     chunk = np.asarray(chunk, dtype=np.float64)
     pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins)
-    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": scores.max_logit(chunk),
-           "nll": nll, "brier": brier, "classwise": bins}
+    out = {"correct": pred == labels, "pred": pred.astype(np.int32), "label": labels.astype(np.int32),
+           "log_msp": log_msp, "max_logit": scores.max_logit(chunk), "nll": nll, "brier": brier,
+           "row_sum": chunk.sum(axis=1), "row_min": chunk.min(axis=1), "classwise": bins}
     if p is not None:
         out["pnorm"] = scores.pnorm(chunk, p, options.center)
     if temperature is not None:
@@ -358,6 +363,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
     )
     correct = rows.correct
     n = correct.size
+    warnings.extend(data_warnings(rows))
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
@@ -416,6 +422,44 @@ def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
     return out
 
 
+def data_warnings(rows: RowReduction) -> list[str]:
+    """Signs that the dump holds something other than logits and 0-based labels."""
+    warnings = []
+    probability_rows = (rows.row_min >= 0) & (np.abs(rows.row_sum - 1) < 1e-3)
+    log_probability_rows = np.abs(rows.max_logit - rows.log_msp) < 1e-4  # logsumexp(v) = 0
+    if probability_rows.mean() > 0.99:
+        warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
+                        "save logits, or log-probabilities, instead")
+    elif log_probability_rows.mean() > 0.99:
+        warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
+                        "msp and temp are right, but max_logit and pnorm are not meaningful")
+    accuracy = rows.correct.mean()
+    if rows.label.size and rows.label.min() >= 1:
+        shifted_accuracy = np.mean(rows.pred + 1 == rows.label)
+        if shifted_accuracy > max(2 * accuracy, 0.5):
+            warnings.append(f"the labels look 1-based: label = prediction + 1 on {100 * shifted_accuracy:.1f}% "
+                            f"of rows, label = prediction on {100 * accuracy:.1f}%; subtract 1 from the labels")
+    return warnings
+
+
+def check_ids(test: Dump, val: Dump | None) -> None:
+    """Refuse duplicate ids within a file, and ids shared by a TEST file and its --val file."""
+    for dump in (test, val):
+        if dump is not None and dump.ids is not None:
+            unique, first, counts = np.unique(dump.ids, return_index=True, return_counts=True)
+            if (counts > 1).any():
+                duplicate = unique[counts > 1][0]
+                rows = np.flatnonzero(dump.ids == duplicate)[:2].tolist()
+                raise SelcalError(f"{dump.path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row "
+                                  f"{rows[0]}; every row needs its own id")
+    if val is not None and test.ids is not None and val.ids is not None:
+        shared = np.intersect1d(test.ids, val.ids)
+        if shared.size:
+            row = int(np.flatnonzero(val.ids == shared[0])[0])
+            raise SelcalError(f"{val.path}: column 'id', row {row}: id {str(shared[0])!r} is also in {test.path}; "
+                              "validation rows must not be evaluation rows")
+
+
 def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> list[str]:
     warnings = []
     if len(eval_rows) < 100:
@@ -430,6 +474,7 @@ def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> l
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
+    check_ids(test, val)
     val_rows, eval_rows, rule = split_rows(test, val, options)
     extra = {"val_path": val.path if val is not None else None}
     if rule == "holdout":

@@ -88,6 +88,9 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     gradient_at_zero = math.fsum(nll.shifted.mean(axis=1) - nll.label_shift) / nll.n
     if gradient_at_zero >= 0:
         return keep_one("no better than uniform", gradient_at_zero)
+    if not (nll.label_shift < 0).any():
+        # Every label attains its row's top logit: dNLL/dbeta < 0 for every beta, no root.
+        return keep_one("no validation errors", gradient_at_zero)
     # Find an upper end of the bracket: beta with a positive gradient.
     low, high = 0.0, None
     beta = 1.0

@@ -58,19 +58,26 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
 
 
 def _normalised_magnitudes(logits: np.ndarray, center: bool):
-    """(v_max - mu) / m and |v - mu| / m with m = max_k |v_k - mu| (1 where m = 0).
+    """(top, |x| / m, positive part of x / m) with x = v - mu and m = max_k |x_k| (1 where m = 0).
 
-    Dividing by the row's largest magnitude first keeps |x|^p within [0, 1], so no
-    power overflows whatever the logits' scale.
+    Centring subtracts the mean of v - v_max, not of v: it is the same x, but a row of equal
+    logits gives exactly 0. Dividing by the row's largest magnitude keeps |x|^p within
+    [0, 1], so no power overflows whatever the logits' scale.
     """
-    mu = logits.mean(axis=1, keepdims=True) if center else 0.0
-    centred = logits - mu
+    if center:
+        centred = logits - logits.max(axis=1, keepdims=True)
+        centred -= centred.mean(axis=1, keepdims=True)
+    else:
+        centred = logits.copy()
+    top = centred.max(axis=1)
     magnitudes = np.abs(centred)
     scale = magnitudes.max(axis=1)
     scale[scale == 0] = 1.0  # an all-zero (centred) row: the score is 0 below
-    top = centred.max(axis=1) / scale
+    top /= scale
     magnitudes /= scale[:, None]
-    return top, magnitudes
+    np.maximum(centred, 0.0, out=centred)
+    centred /= scale[:, None]
+    return top, magnitudes, centred
 
 
 def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
@@ -78,7 +85,9 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
 
     s_p = max_k (v_k - mu) / ||v - mu||_p, computed for all p in one pass: the powers
     |x|^p are built by repeated multiplication, never recomputed per p. A row whose
-    centred logits are all zero (every logit equal) scores 0.
+    centred logits are all zero (every logit equal) scores 0. For the centred p = 1 the
+    norm is taken as 2 sum_k max(x_k, 0), equal to sum_k |x_k| because x sums to 0, so
+    that rows tied in exact arithmetic are tied in float64 too.
 
     References
     ----------
@@ -89,14 +98,18 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     ps = [int(p) for p in ps]
     if any(p < 1 for p in ps):
         raise ValueError("p must be a positive integer")
-    top, base = _normalised_magnitudes(np.asarray(logits, dtype=np.float64), center)
+    top, base, positive = _normalised_magnitudes(np.asarray(logits, dtype=np.float64), center)
     sums = {}
-    power = base.copy()
+    power = base.copy() if max(ps) > 1 else base
     for p in range(1, max(ps) + 1):
         if p in ps:
             sums[p] = power.sum(axis=1)
         if p < max(ps):
             power *= base
+    if center and 1 in sums:
+        # Centred x sums to 0, so ||x||_1 = 2 sum_k max(x_k, 0): the usual one-class-above-
+        # the-mean row then scores exactly 1/2, and such rows tie, as they do exactly.
+        sums[1] = 2.0 * positive.sum(axis=1)
     out = np.empty((top.size, len(ps)))
     for j, p in enumerate(ps):
         norm = sums[p] ** (1.0 / p)
