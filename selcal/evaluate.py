@@ -533,12 +533,17 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     hashes), and the per-row numbers are the same, so the result is bit-for-bit that of
     the in-memory path.
     """
+    if test.num_rows == 0:
+        raise SelcalError(f"{test.path}: has no rows")
+    if test.num_kept_rows == 0:
+        raise SelcalError(f"{test.path}: column '{test.label_col}': every row has the ignored label "
+                          f"{test.ignore_label}; nothing to evaluate")
     split = test.split_column()
     eval_mask = None
     if val is not None:
         val_rows = _rows_of(val.read_all(), "val")
-        if val_rows.num_classes != test.num_classes:
-            raise SelcalError(f"{val.path}: has K = {val_rows.num_classes} classes but {test.path} has "
+        if max(val.num_classes, 2) != max(test.num_classes, 2):  # one binary logit is K = 2
+            raise SelcalError(f"{val.path}: has K = {val.num_classes} classes but {test.path} has "
                               f"K = {test.num_classes}; pass the validation file of the same model")
         if split is not None and (split == "test").any():
             eval_mask = split == "test"
@@ -553,17 +558,24 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     else:
         val_rows, rule = None, "none"
     warnings = []
+    n_ignored = test.num_rows - test.num_kept_rows + (val.num_rows - val.num_kept_rows if val is not None else 0)
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
     if n_eval < 100:
         warnings.append(f"only {n_eval} evaluation rows: every metric is noisy")
     if options.needs_validation and val_rows is not None and len(val_rows) < 1000:
         warnings.append(f"only {len(val_rows)} validation rows: T and p are fitted on little data")
+    if test.num_rows > test.num_kept_rows:
+        warnings.append(f"{test.num_rows - test.num_kept_rows} rows with the ignored label were dropped")
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
     extra = {"val_path": val.path if val is not None else None}
     if rule == "holdout":
         extra.update(val_fraction=options.val_fraction, seed=options.seed)
+    if test.num_classes == 1:
+        extra["binary_logit"] = True
+    if n_ignored:
+        extra["n_ignored"] = n_ignored
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)

@@ -181,14 +181,7 @@ class DumpSource:
 
     def batches(self, batch_rows: int = 1 << 16):
         """Validated batches of at most ``batch_rows`` rows, in file order."""
-        n_classes = None
         for columns, first_row in self.raw_batches(batch_rows):
-            logits = columns["logits"]
-            if n_classes is None:
-                n_classes = logits.shape[1]
-            elif logits.shape[1] != n_classes:
-                raise _fail(self.path, self.logits_col, first_row,
-                            f"has {logits.shape[1]} logits but row 0 has {n_classes}; every row needs the same K")
             yield self._validate(first_row=first_row, **columns)
 
     def read_all(self) -> Dump:
@@ -433,7 +426,10 @@ class ParquetSource(DumpSource):
         if self.wide_columns:
             logits = _wide_logits(path, batch, self.wide_columns, first_row)
         else:
-            logits = _list_logits(path, batch.column(self.logits_col), self.logits_col, first_row)
+            logits = _list_logits(path, batch.column(self.logits_col), self.logits_col, first_row,
+                                  getattr(self, "_row0_classes", None))
+            if first_row == 0 and logits.shape[0]:
+                self._row0_classes = logits.shape[1]
         return dict(
             logits=logits,
             labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
@@ -454,18 +450,19 @@ def _first_null_row(array: pa.Array) -> int:
     return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
 
 
-def _list_logits(path: str, array: pa.Array, name: str, first_row: int) -> np.ndarray:
+def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classes: int | None) -> np.ndarray:
+    """The (rows, K) logits of a list column; ``n_classes`` is row 0's K once known."""
     if array.null_count:
         raise _fail(path, name, first_row + _first_null_row(array), "is null; every row needs its K logits")
     lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
     if lengths.size == 0:
         return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
-    n_classes = int(lengths[0])
+    n_classes = int(lengths[0]) if n_classes is None else n_classes
     ragged = np.flatnonzero(lengths != n_classes)
     if ragged.size:
         row = int(ragged[0])
         raise _fail(path, name, first_row + row,
-                    f"has {lengths[row]} logits but row {first_row} has {n_classes}; every row needs the same K")
+                    f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K")
     if n_classes == 0:
         raise _fail(path, name, first_row, "is an empty list; every row needs its K logits")
     values = array.flatten()

@@ -19,6 +19,19 @@ __all__ = [
 ]
 
 SCORE_NAMES = ("msp", "max_logit", "pnorm", "temp")
+
+# Up to this many classes, per-row sums run over the terms sorted ascending: rows that are
+# permutations of one another then get bit-identical scores (and tie, as they do exactly),
+# for a negligible cost. Beyond it a sort would cost more than the rest of the pass, and
+# permuted duplicate rows are vanishingly rare, so sums run in class order.
+SORTED_SUM_MAX_CLASSES = 64
+
+
+def row_sums(terms: np.ndarray) -> np.ndarray:
+    """Sum over each row; in sorted order when K <= SORTED_SUM_MAX_CLASSES."""
+    if terms.shape[1] <= SORTED_SUM_MAX_CLASSES:
+        return np.sort(terms, axis=1).sum(axis=1)
+    return terms.sum(axis=1)
 PROBABILITY_SCORES = ("msp", "temp")
 
 
@@ -38,7 +51,7 @@ def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0):
         shifted *= inverse_temperature
     exps = np.exp(shifted, out=shifted)
     exps[rows, pred] = 0.0
-    return pred, exps, exps.sum(axis=1)
+    return pred, exps, row_sums(exps)
 
 
 def log_msp(logits: np.ndarray, inverse_temperature: float = 1.0) -> np.ndarray:
@@ -66,7 +79,7 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool):
     """
     if center:
         centred = logits - logits.max(axis=1, keepdims=True)
-        centred -= centred.mean(axis=1, keepdims=True)
+        centred -= (row_sums(centred) / logits.shape[1])[:, None]
     else:
         centred = logits.copy()
     top = centred.max(axis=1)
@@ -103,13 +116,13 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     power = base.copy() if max(ps) > 1 else base
     for p in range(1, max(ps) + 1):
         if p in ps:
-            sums[p] = power.sum(axis=1)
+            sums[p] = row_sums(power)
         if p < max(ps):
             power *= base
     if center and 1 in sums:
         # Centred x sums to 0, so ||x||_1 = 2 sum_k max(x_k, 0): the usual one-class-above-
         # the-mean row then scores exactly 1/2, and such rows tie, as they do exactly.
-        sums[1] = 2.0 * positive.sum(axis=1)
+        sums[1] = 2.0 * row_sums(positive)
     out = np.empty((top.size, len(ps)))
     for j, p in enumerate(ps):
         norm = sums[p] ** (1.0 / p)
