@@ -80,10 +80,13 @@ def evaluate(
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
-    seed: int = typer.Option(0, help="Seed of the random hold-out."),
+    seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
     p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
     pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
+    bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
+    bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit T and p on every resample (slow)."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
@@ -108,17 +111,29 @@ def evaluate(
                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
                 progress=progress,
             )
+        if bootstrap:
+            result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
+                                label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
         if json_path == "-":
             sys.stdout.write(result.to_json())
+            for model in result.models:  # the table is not shown: warnings go to stderr
+                for warning in model.warnings:
+                    typer.echo(f"selcal: warning: {model.name}: {warning}", err=True)
         elif json_path is not None:
             with atomic_write(json_path) as out:
                 out.write(result.to_json())
     except SelcalError as exc:
         _fail(str(exc))
+    except OSError as exc:  # a full disk or a vanished folder while writing
+        _fail(f"{exc.filename or json_path}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if not quiet and json_path != "-":
         from .report import render_table
 
         render_table(result, Console())
+    if bootstrap and not quiet and json_path != "-":
+        from .checks import render_intervals
+
+        render_intervals(result, Console())
 
 
 @contextmanager
@@ -163,5 +178,24 @@ def _check_writable(path: Path) -> None:
         raise SelcalError(f"{path}: folder '{folder}' is not writable; choose another output path")
 
 
+def run() -> None:
+    """Console entry point: usage errors as one ``selcal: error:`` line, exit status 2."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        typer.echo("selcal: aborted", err=True)
+        code = 130
+    except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
+        if not hasattr(exc, "format_message"):
+            raise
+        message = exc.format_message().strip()
+        if message:  # (no arguments at all: the help was printed, nothing to add)
+            typer.echo(f"selcal: error: {message} (see selcal --help)", err=True)
+        code = getattr(exc, "exit_code", 2)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    run()
