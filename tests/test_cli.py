@@ -825,8 +825,10 @@ def test_json_path_failure_while_writing_leaves_no_file(cli, split_file, out_dir
             raise OSError(18, "Invalid cross-device link")
         monkeypatch.setattr(selcal.io.os, "replace", fail_replace)
     result = cli("evaluate", split_file, "--json", target)
-    assert result.exit_code != 0
-    assert isinstance(result.exception, OSError), repr(result.exception)  # the injected failure was reached
+    # The injected failure was reached and reported as one line, exit status 2.
+    assert result.exit_code == 2, repr(result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("selcal: error:") and "cannot write" in lines[0], lines
     assert os.listdir(out_dir) == [], "file or temp file left"
 
 
