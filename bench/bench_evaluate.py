@@ -43,7 +43,7 @@ for path in sys.argv[1:3]:
     probabilities /= probabilities.sum(axis=1, keepdims=True)
     accuracy = float((probabilities.argmax(axis=1) == labels).mean())
 print(json.dumps({"seconds": time.perf_counter() - start,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 SELCAL = """
@@ -54,7 +54,7 @@ start = time.perf_counter()
 result = selcal.evaluate(sys.argv[1], sys.argv[2], stream=stream)
 result.to_json()
 print(json.dumps({"seconds": time.perf_counter() - start,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 

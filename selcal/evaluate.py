@@ -26,7 +26,7 @@ __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_m
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
-_CHUNK_ELEMENTS = 1 << 21
+_CHUNK_ELEMENTS = scores.CHUNK_ELEMENTS
 DEFAULT_MEMORY_BUDGET = 1 << 30  # logits bytes above which a file is streamed  # logits per chunk: a few float64 temporaries of 16 MB each
 
 
@@ -155,14 +155,12 @@ class RowReduction:
     """Per-row numbers of the evaluation rows, plus additive class-wise bins."""
 
     correct: np.ndarray
-    pred: np.ndarray
-    label: np.ndarray
     log_msp: np.ndarray
     max_logit: np.ndarray
     nll: np.ndarray
     brier: np.ndarray
-    row_sum: np.ndarray
-    row_min: np.ndarray
+    looks_like_probabilities: np.ndarray  # non-negative, sums to 1
+    label_is_pred_plus_one: np.ndarray  # for the 1-based label check
     classwise: calibration.ClasswiseBins
     pnorm: np.ndarray | None = None
     temp_log_msp: np.ndarray | None = None
@@ -199,9 +197,10 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
     chunk = np.asarray(chunk, dtype=np.float64)
     pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins)
-    out = {"correct": pred == labels, "pred": pred.astype(np.int32), "label": labels.astype(np.int32),
-           "log_msp": log_msp, "max_logit": scores.max_logit(chunk), "nll": nll, "brier": brier,
-           "row_sum": chunk.sum(axis=1), "row_min": chunk.min(axis=1), "classwise": bins}
+    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": scores.max_logit(chunk),
+           "nll": nll, "brier": brier,
+           "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
+           "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
     if p is not None:
         out["pnorm"] = scores.pnorm(chunk, p, options.center)
     if temperature is not None:
@@ -239,6 +238,7 @@ def reduce_rows(
     so the result is bit-for-bit the same for any chunk size and thread count.
     """
     parts: dict[str, list[np.ndarray]] = {}
+    filled: dict[str, np.ndarray] = {}  # with a known total, per-row numbers go straight into place
     classwise = calibration.empty_classwise_bins(n_classes, options.bins)
     temp_classwise = calibration.empty_classwise_bins(n_classes, options.bins) if temperature else None
 
@@ -250,7 +250,12 @@ def reduce_rows(
         if temperature is not None:
             temp_classwise += out.pop("temp_classwise")
         for name, values in out.items():
-            parts.setdefault(name, []).append(values)
+            if total is None:
+                parts.setdefault(name, []).append(values)
+            else:
+                if name not in filled:
+                    filled[name] = np.empty(total, dtype=values.dtype)
+                filled[name][done:done + n_rows] = values
         done += n_rows
         if progress is not None:
             progress(done, total)
@@ -270,9 +275,11 @@ def reduce_rows(
             while pending:
                 future, n_rows = pending.popleft()
                 collect(future.result(), n_rows)
-    if not parts:
+    if done == 0:
         raise SelcalError("no evaluation rows")
-    joined = {name: np.concatenate(values) for name, values in parts.items()}
+    if total is not None and done != total:
+        raise AssertionError(f"reduced {done} rows, expected {total}")
+    joined = filled if total is not None else {name: np.concatenate(values) for name, values in parts.items()}
     return RowReduction(classwise=classwise, temp_classwise=temp_classwise, **joined)
 
 
@@ -425,20 +432,18 @@ def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
 def data_warnings(rows: RowReduction) -> list[str]:
     """Signs that the dump holds something other than logits and 0-based labels."""
     warnings = []
-    probability_rows = (rows.row_min >= 0) & (np.abs(rows.row_sum - 1) < 1e-3)
     log_probability_rows = np.abs(rows.max_logit - rows.log_msp) < 1e-4  # logsumexp(v) = 0
-    if probability_rows.mean() > 0.99:
+    if rows.looks_like_probabilities.mean() > 0.99:
         warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
                         "save logits, or log-probabilities, instead")
     elif log_probability_rows.mean() > 0.99:
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
                         "msp and temp are right, but max_logit and pnorm are not meaningful")
     accuracy = rows.correct.mean()
-    if rows.label.size and rows.label.min() >= 1:
-        shifted_accuracy = np.mean(rows.pred + 1 == rows.label)
-        if shifted_accuracy > max(2 * accuracy, 0.5):
-            warnings.append(f"the labels look 1-based: label = prediction + 1 on {100 * shifted_accuracy:.1f}% "
-                            f"of rows, label = prediction on {100 * accuracy:.1f}%; subtract 1 from the labels")
+    shifted_accuracy = rows.label_is_pred_plus_one.mean()
+    if shifted_accuracy > max(2 * accuracy, 0.5):
+        warnings.append(f"the labels look 1-based: label = prediction + 1 on {100 * shifted_accuracy:.1f}% "
+                        f"of rows, label = prediction on {100 * accuracy:.1f}%; subtract 1 from the labels")
     return warnings
 
 
@@ -494,10 +499,33 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
 
 
 # ------------------------------------------------------------------------ streaming
+def _release_freed_memory() -> None:
+    """Hand memory freed by finished chunks back to the OS (glibc keeps it otherwise).
+
+    Without this, glibc's heap keeps the freed chunk buffers, and a long streamed run's
+    resident memory creeps up with the number of chunks even though nothing is live.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to do
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
+
+
 def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None):
     """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows."""
     offset = 0
-    for batch in source.batches(rows):
+    for index, batch in enumerate(source.batches(rows)):
+        if index % 8 == 7:
+            _release_freed_memory()
         logits, labels, groups = batch.logits, batch.labels, batch.groups
         if eval_mask is not None:
             keep = eval_mask[offset:offset + labels.size]
@@ -512,16 +540,20 @@ def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, 
 
 def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
     """The rows of a streamed dump selected by ``mask``, in memory (e.g. its validation rows)."""
-    logits, labels, offset = [], [], 0
+    n_rows = int(mask.sum())
+    logits, labels = None, np.empty(n_rows, dtype=np.int64)
+    offset = filled = 0
     for batch in source.batches():
         keep = mask[offset:offset + batch.labels.size]
         offset += batch.labels.size
-        logits.append(batch.logits[keep])
-        labels.append(batch.labels[keep])
-    stacked = np.concatenate(logits)
-    binary = stacked.shape[1] == 1
-    return Dump(path=source.path, logits=expand_binary(stacked) if binary else stacked,
-                labels=np.concatenate(labels), binary=binary)
+        if logits is None:
+            logits = np.empty((n_rows, batch.logits.shape[1]), dtype=batch.logits.dtype)
+        taken = int(keep.sum())
+        logits[filled:filled + taken] = batch.logits[keep]
+        labels[filled:filled + taken] = batch.labels[keep]
+        filled += taken
+    binary = logits.shape[1] == 1
+    return Dump(path=source.path, logits=expand_binary(logits) if binary else logits, labels=labels, binary=binary)
 
 
 def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
@@ -549,7 +581,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
             eval_mask = split == "test"
         rule = "val-file"
     elif split is not None and (split == "val").any() and (split != "val").any():
-        val_rows, eval_mask, rule = _gather(test, split == "val"), split != "val", "split-column"
+        # The 'val' rows are never evaluated; they are read only when something is fitted.
+        val_rows = _gather(test, split == "val") if options.needs_validation else None
+        eval_mask, rule = split != "val", "split-column"
     elif options.needs_validation:
         hashes = np.concatenate([row_hashes(b.logits if b.logits.shape[1] > 1 else expand_binary(b.logits),
                                             b.labels, options.seed) for b in test.batches()])
@@ -557,6 +591,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         val_rows, eval_mask, rule = _gather(test, val_mask), ~val_mask, "holdout"
     else:
         val_rows, rule = None, "none"
+    n_val = len(val_rows) if val_rows is not None else int((split == "val").sum()) if rule == "split-column" else 0
     warnings = []
     n_ignored = test.num_rows - test.num_kept_rows + (val.num_rows - val.num_kept_rows if val is not None else 0)
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
@@ -580,7 +615,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     groups: list | None = [] if getattr(test, "group_col", None) else None
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
     result = _measure(chunks, n_classes, temp_fit, pnorm_fit, options=options, name=name or _model_name(test.path),
-                      path=test.path, split=rule, n_val=0 if val_rows is None else len(val_rows),
+                      path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval)
     if groups:
         result.groups = np.concatenate(groups)

@@ -179,8 +179,10 @@ class DumpSource:
         """The split value of every kept row (None without a split column), read without the logits."""
         return self._kept()[1]
 
-    def batches(self, batch_rows: int = 1 << 16):
-        """Validated batches of at most ``batch_rows`` rows, in file order."""
+    def batches(self, batch_rows: int | None = None):
+        """Validated batches of at most ``batch_rows`` rows (default: about 2**21 logits), in file order."""
+        if batch_rows is None:
+            batch_rows = max(64, (1 << 21) // max(self.num_classes, 1))
         for columns, first_row in self.raw_batches(batch_rows):
             yield self._validate(first_row=first_row, **columns)
 
@@ -321,7 +323,7 @@ class ParquetSource(DumpSource):
                  group_col: str | None):
         self.path, self.ignore_label, self.label_col = path, ignore_label, label_col
         try:
-            self.file = pq.ParquetFile(path)
+            self.file = pq.ParquetFile(path, pre_buffer=False)  # read ahead no more than a batch
             schema = self.file.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
@@ -441,9 +443,17 @@ class ParquetSource(DumpSource):
 
 
 def _strings(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
+    """A string column as a numpy unicode array, through a dictionary (no Python object per row)."""
     if column.null_count:
         raise _fail(path, name, first_row + _first_null_row(column), "is empty (null); give every row a value")
-    return np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object).astype(str)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column.cast(pa.string()))
+    values = np.array(column.dictionary.cast(pa.string()).to_pylist(), dtype=str)
+    if values.size == 0:
+        return np.array([], dtype=str)
+    return values[column.indices.to_numpy(zero_copy_only=False)]
 
 
 def _first_null_row(array: pa.Array) -> int:

@@ -20,10 +20,14 @@ GRADIENT_TOLERANCE = 1e-9
 
 def mean_nll(logits: np.ndarray, labels: np.ndarray, inverse_temperature: float = 1.0) -> float:
     """mean_i (logsumexp(beta v_i) - beta v_iy), summed exactly (order-independent)."""
-    pred, _, rest = scores.softmax_terms(logits, inverse_temperature)
-    rows = np.arange(labels.size)
-    per_row = inverse_temperature * (logits[rows, pred] - logits[rows, labels]) + np.log1p(rest)
-    return math.fsum(per_row) / labels.size
+    per_row = []
+    for rows in scores.row_chunks(*logits.shape):
+        chunk, chunk_labels = np.asarray(logits[rows], dtype=np.float64), labels[rows]
+        pred, _, rest = scores.softmax_terms(chunk, inverse_temperature)
+        index = np.arange(chunk_labels.size)
+        gap = chunk[index, pred] - chunk[index, chunk_labels]
+        per_row.append(inverse_temperature * gap + np.log1p(rest))
+    return math.fsum(np.concatenate(per_row)) / labels.size
 
 
 @dataclass
@@ -45,19 +49,33 @@ class _ScaledNll:
     """NLL(beta), its first two derivatives, on logits shifted so the top logit is 0."""
 
     def __init__(self, logits: np.ndarray, labels: np.ndarray):
-        rows = np.arange(labels.size)
-        self.shifted = logits - logits.max(axis=1, keepdims=True)  # d_ik <= 0
-        self.label_shift = self.shifted[rows, labels]
-        self.n = labels.size
+        self.logits, self.labels, self.n = logits, labels, labels.size
+        self.chunks = list(scores.row_chunks(*logits.shape))
+        label_shift, mean_shift = [], []
+        for shifted, rows in self._shifted():
+            label_shift.append(shifted[np.arange(shifted.shape[0]), labels[rows]])
+            mean_shift.append(shifted.mean(axis=1))
+        self.label_shift = np.concatenate(label_shift)  # d_iy <= 0
+        self.mean_shift = np.concatenate(mean_shift)  # mean_k d_ik: E_p[d] at beta = 0
+
+    def _shifted(self):
+        """d = v - v_max (<= 0) by row chunks, in float64: the logits are never copied whole."""
+        for rows in self.chunks:
+            chunk = np.asarray(self.logits[rows], dtype=np.float64)
+            yield chunk - chunk.max(axis=1, keepdims=True), rows
 
     def derivatives(self, beta: float) -> tuple[float, float]:
         """dNLL/dbeta = mean(E_p[d] - d_y) and d2NLL/dbeta2 = mean(Var_p[d])."""
-        weights = np.exp(beta * self.shifted)
-        weights /= weights.sum(axis=1, keepdims=True)
-        mean_d = np.einsum("ij,ij->i", weights, self.shifted)
-        mean_d2 = np.einsum("ij,ij->i", weights, self.shifted * self.shifted)
-        gradient = math.fsum(mean_d - self.label_shift) / self.n
-        curvature = math.fsum(np.maximum(mean_d2 - mean_d * mean_d, 0.0)) / self.n
+        mean_d, variance = [], []
+        for shifted, _ in self._shifted():
+            weights = np.exp(beta * shifted)
+            weights /= weights.sum(axis=1, keepdims=True)
+            first = np.einsum("ij,ij->i", weights, shifted)
+            second = np.einsum("ij,ij->i", weights, shifted * shifted)
+            mean_d.append(first)
+            variance.append(np.maximum(second - first * first, 0.0))
+        gradient = math.fsum(np.concatenate(mean_d) - self.label_shift) / self.n
+        curvature = math.fsum(np.concatenate(variance)) / self.n
         return gradient, curvature
 
 
@@ -77,7 +95,6 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     ----------
     Guo et al., "On calibration of modern neural networks", ICML 2017, sec. 4.2.
     """
-    logits = np.asarray(logits, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     nll = _ScaledNll(logits, labels)
     before = mean_nll(logits, labels)
@@ -85,7 +102,7 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     def keep_one(reason: str, gradient: float) -> TemperatureFit:
         return TemperatureFit(1.0, before, before, gradient, 0, fallback=reason)
 
-    gradient_at_zero = math.fsum(nll.shifted.mean(axis=1) - nll.label_shift) / nll.n
+    gradient_at_zero = math.fsum(nll.mean_shift - nll.label_shift) / nll.n
     if gradient_at_zero >= 0:
         return keep_one("no better than uniform", gradient_at_zero)
     if not (nll.label_shift < 0).any():
@@ -161,18 +178,22 @@ def fit_pnorm(
     """
     if objective not in PNORM_OBJECTIVES:
         raise ValueError(f"unknown p-norm objective {objective!r}; use one of {PNORM_OBJECTIVES}")
-    logits = np.asarray(logits, dtype=np.float64)
     p_grid = sorted({int(p) for p in p_grid})
-    correct = np.argmax(logits, axis=1) == labels
+    correct, grid_scores, msp_scores = [], [], []
+    for rows in scores.row_chunks(*logits.shape):
+        chunk = np.asarray(logits[rows], dtype=np.float64)
+        correct.append(np.argmax(chunk, axis=1) == labels[rows])
+        grid_scores.append(scores.pnorm_grid(chunk, p_grid, center))
+        msp_scores.append(scores.log_msp(chunk))
+    correct, grid_scores = np.concatenate(correct), np.concatenate(grid_scores)
 
     def measure(score: np.ndarray) -> float:
         curve = risk_coverage(score, correct)
         return aurc(curve, estimator) if objective == "aurc" else augrc(curve)
 
-    grid_scores = scores.pnorm_grid(logits, p_grid, center)
     val_objective = {p: measure(grid_scores[:, j]) for j, p in enumerate(p_grid)}
     best_p = min(p_grid, key=lambda p: (val_objective[p], p))
-    msp_objective = measure(scores.log_msp(logits))
+    msp_objective = measure(np.concatenate(msp_scores))
     return PnormFit(
         p=best_p,
         fallback=bool(msp_objective <= val_objective[best_p]),

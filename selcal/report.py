@@ -11,7 +11,8 @@ import numpy as np
 
 from . import __version__
 
-__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable"]
+__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "leaderboard",
+           "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS"]
 
 SCHEMA_VERSION = 1
 
@@ -126,6 +127,13 @@ _CALIBRATION_ROWS = [("ece", "ECE (%)", "pct"), ("aece", "adaptive ECE (%)", "pc
                      ("nll", "NLL", "num"), ("brier", "Brier", "num"), ("cece", "class-wise ECE (%)", "pct")]
 
 
+_SPLIT_WORDS = {
+    "val-file": "the --val file",
+    "split-column": "the 'val' rows of the split column",
+    "holdout": "a seeded random hold-out of the TEST rows (give --val to use a file)",
+}
+
+
 def _format(value, kind: str) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -140,12 +148,10 @@ def render_table(result: EvaluationResult, console) -> None:
 
     for model in result.models:
         score_names = list(model.scores)
-        header = (
-            f"[bold]{model.name}[/bold]  K={model.num_classes}  evaluated on {model.n_eval} rows"
-            + (f", fitted on {model.n_val} ({model.split})" if model.n_val else "")
-            + f"  accuracy {100 * model.accuracy:.2f}%"
-        )
-        console.print(header)
+        console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%")
+        console.print(f"  evaluated on {model.n_eval} rows" + (
+            f"; pnorm and temp fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
+            if model.n_val else ""))
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in score_names:
@@ -181,3 +187,113 @@ def render_table(result: EvaluationResult, console) -> None:
         for warning in model.warnings:
             console.print(f"  [yellow]warning:[/yellow] {warning}")
         console.print()
+
+
+# ---------------------------------------------------------------------- leaderboard
+LEADERBOARD_COLUMNS = {
+    # column: (short header, kind, lower is better)
+    "model": ("model", "text", None),
+    "accuracy": ("acc", "pct", False),
+    "aurc_msp": ("msp", "pct", True),
+    "aurc_max_logit": ("max_logit", "pct", True),
+    "aurc_pnorm": ("pnorm", "pct", True),
+    "p": ("p", "int", None),
+    "aurc_temp": ("temp", "pct", True),
+    "best_posthoc": ("best", "text", None),
+    "aurc_best_posthoc": ("best AURC", "pct", True),
+    "pnorm_gain": ("pnorm gain", "pct", False),
+    "ece_msp": ("ECE msp", "pct", True),
+    "ece_temp": ("ECE temp", "pct", True),
+}
+LEADERBOARD_NOTE = ("all in %: accuracy, AURC of each score, the best post-hoc score (pnorm or temp) and its AURC, "
+                    "(pnorm) gain = AURC(msp) - AURC(pnorm), ECE before/after (T) temperature scaling")
+
+
+def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") -> list[dict[str, Any]]:
+    """One row per model: accuracy, AURC of every score, the best post-hoc score, the gain
+    from pnorm over MSP (positive = pnorm better) and ECE before and after temperature.
+
+    Sorted by ``sort_by``, best first (direction-aware); undefined values last.
+    """
+    if sort_by not in LEADERBOARD_COLUMNS:
+        from .errors import SelcalError
+
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(LEADERBOARD_COLUMNS)}")
+    rows = []
+    for model in result.models:
+        scores = model.scores
+        aurc = {name: scores[name]["aurc"] for name in scores}
+        posthoc = {name: aurc[name] for name in ("pnorm", "temp") if name in aurc}
+        best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
+        rows.append({
+            "model": model.name,
+            "accuracy": model.accuracy,
+            "aurc_msp": aurc.get("msp"),
+            "aurc_max_logit": aurc.get("max_logit"),
+            "aurc_pnorm": aurc.get("pnorm"),
+            "p": scores.get("pnorm", {}).get("p"),
+            "aurc_temp": aurc.get("temp"),
+            "best_posthoc": best,
+            "aurc_best_posthoc": posthoc.get(best) if best else None,
+            "pnorm_gain": aurc["msp"] - aurc["pnorm"] if "msp" in aurc and "pnorm" in aurc else None,
+            "ece_msp": scores.get("msp", {}).get("ece"),
+            "ece_temp": scores.get("temp", {}).get("ece"),
+        })
+    lower_is_better = LEADERBOARD_COLUMNS[sort_by][2]
+
+    def key(row):
+        value = row[sort_by]
+        if value is None:
+            return (1, 0)
+        if isinstance(value, str) or lower_is_better is None:
+            return (0, value)
+        return (0, value if lower_is_better else -value)
+
+    return sorted(rows, key=key)
+
+
+def _cell(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "pct":
+        return f"{100 * value:.2f}"
+    return str(value)
+
+
+def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
+    """The leaderboard as a rich table (percent columns labelled)."""
+    from rich.table import Table
+
+    columns = [c for c in LEADERBOARD_COLUMNS if any(row[c] is not None for row in rows)]
+    headers = {c: LEADERBOARD_COLUMNS[c][0] for c in columns}
+    if console.width < 125:  # a narrow terminal: keep the columns the leaderboard is for, short headers
+        columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
+        headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
+    table = Table(show_edge=False, pad_edge=False, caption=LEADERBOARD_NOTE, caption_justify="left")
+    for column in columns:
+        if column == "model":
+            table.add_column("model", overflow="ellipsis", no_wrap=True, max_width=max(14, console.width - 52))
+        else:
+            table.add_column(headers[column], justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(_cell(row[c], LEADERBOARD_COLUMNS[c][1]) for c in columns))
+    console.print(table)
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    """A GitHub-flavoured Markdown table (for a PR comment)."""
+    columns = [c for c in LEADERBOARD_COLUMNS if any(row[c] is not None for row in rows)]
+    lines = ["| " + " | ".join(LEADERBOARD_COLUMNS[c][0] for c in columns) + " |",
+             "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row[c], LEADERBOARD_COLUMNS[c][1]) for c in columns) + " |")
+    return "\n".join(lines) + f"\n\n{LEADERBOARD_NOTE}\n"
+
+
+def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
+    """CSV with fractions at full precision (not percent), one row per model."""
+    import polars as pl
+
+    frame = pl.DataFrame(rows, schema={c: (pl.Utf8 if LEADERBOARD_COLUMNS[c][1] == "text" else
+                                          pl.Int64 if c == "p" else pl.Float64) for c in LEADERBOARD_COLUMNS})
+    return frame.write_csv()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "row_chunks",
     "SCORE_NAMES",
     "PROBABILITY_SCORES",
     "softmax_terms",
@@ -25,6 +26,16 @@ SCORE_NAMES = ("msp", "max_logit", "pnorm", "temp")
 # for a negligible cost. Beyond it a sort would cost more than the rest of the pass, and
 # permuted duplicate rows are vanishingly rare, so sums run in class order.
 SORTED_SUM_MAX_CLASSES = 64
+
+
+CHUNK_ELEMENTS = 1 << 19  # logits per row chunk: each float64 temporary is 4 MB
+
+
+def row_chunks(n_rows: int, n_classes: int, rows_per_chunk: int | None = None):
+    """Slices of at most ``rows_per_chunk`` rows (default: about CHUNK_ELEMENTS logits each)."""
+    step = rows_per_chunk or max(1, CHUNK_ELEMENTS // max(n_classes, 1))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))
 
 
 def row_sums(terms: np.ndarray) -> np.ndarray:
@@ -70,27 +81,33 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
     return logits.max(axis=1)
 
 
-def _normalised_magnitudes(logits: np.ndarray, center: bool):
-    """(top, |x| / m, positive part of x / m) with x = v - mu and m = max_k |x_k| (1 where m = 0).
+def _scale_to_unit(values: np.ndarray) -> np.ndarray:
+    """Divide each row by the power of two just above its largest |value|: exact, and |result| < 1."""
+    exponent = np.frexp(np.abs(values).max(axis=1))[1]
+    return np.ldexp(values, -exponent[:, None])
 
-    Centring subtracts the mean of v - v_max, not of v: it is the same x, but a row of equal
-    logits gives exactly 0. Dividing by the row's largest magnitude keeps |x|^p within
-    [0, 1], so no power overflows whatever the logits' scale.
+
+def _normalised_magnitudes(logits: np.ndarray, center: bool):
+    """(top, |x| / m, positive part of x / m) for x = v - mu, m a power of two above max_k |x_k|.
+
+    Scaling by powers of two is exact, so the terms keep every bit of x and no power
+    |x / m|^p overflows whatever the logits' scale. Centred, x is computed as
+    K d - sum_k d with d = v - v_max (scale-free, so the same score as v - mean(v)),
+    which is exact for logits on a coarse grid (float16 dumps): rows whose scores are
+    equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
+    x = 0 and scores 0.
     """
     if center:
-        centred = logits - logits.max(axis=1, keepdims=True)
-        centred -= (row_sums(centred) / logits.shape[1])[:, None]
+        shifted = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
+        centred = shifted * logits.shape[1]
+        centred -= row_sums(shifted)[:, None]
     else:
         centred = logits.copy()
+    centred = _scale_to_unit(centred)
     top = centred.max(axis=1)
     magnitudes = np.abs(centred)
-    scale = magnitudes.max(axis=1)
-    scale[scale == 0] = 1.0  # an all-zero (centred) row: the score is 0 below
-    top /= scale
-    magnitudes /= scale[:, None]
-    np.maximum(centred, 0.0, out=centred)
-    centred /= scale[:, None]
-    return top, magnitudes, centred
+    positive = np.maximum(centred, 0.0, out=centred)
+    return top, magnitudes, positive
 
 
 def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:

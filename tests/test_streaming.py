@@ -1,0 +1,102 @@
+"""The streamed path: same bits as the in-memory path, and memory bounded by the chunks."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import selcal
+
+
+def write_dump(path, logits, labels, split=None, row_group_rows=None, ids=None):
+    columns = {
+        "label": pa.array(labels, pa.int64()),
+        "logits": pa.FixedSizeListArray.from_arrays(pa.array(logits.ravel()), logits.shape[1]),
+    }
+    if split is not None:
+        columns["split"] = pa.array(split)
+    if ids is not None:
+        columns["id"] = pa.array(ids)
+    pq.write_table(pa.table(columns), path, row_group_size=row_group_rows)
+
+
+def synthetic(n, k, seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)).astype(np.float32)
+    logits[np.arange(n), labels] += rng.gamma(2.0, 1.5, n).astype(np.float32)
+    logits[: n // 10] = np.round(logits[: n // 10])  # some exact ties
+    return logits, labels
+
+
+@pytest.mark.parametrize("layout", ["split column", "holdout", "val file", "no fitting"])
+def test_streamed_equals_in_memory_bit_for_bit_on_many_small_row_groups(tmp_path, layout):
+    logits, labels = synthetic(3000, 7, seed=1)
+    kwargs = {}
+    split = None
+    if layout == "split column":
+        split = np.where(np.arange(3000) % 4 == 0, "val", "test")
+    if layout == "val file":
+        val_logits, val_labels = synthetic(800, 7, seed=2)
+        write_dump(tmp_path / "val.parquet", val_logits, val_labels, row_group_rows=37)
+        kwargs["val"] = str(tmp_path / "val.parquet")
+    if layout == "no fitting":
+        kwargs["scores"] = ("msp", "max_logit")
+    write_dump(tmp_path / "test.parquet", logits, labels, split, row_group_rows=53)
+    path = str(tmp_path / "test.parquet")
+    reference = selcal.evaluate(path, stream=False, **kwargs).to_json()
+    for chunk_rows in (1, 17, 4096):
+        streamed = selcal.evaluate(path, stream=True, chunk_rows=chunk_rows, **kwargs).to_json()
+        assert streamed == reference, f"chunk_rows={chunk_rows}"
+    assert selcal.evaluate(path, stream=True, workers=1, **kwargs).to_json() == reference
+
+
+PEAK_RSS = """
+import json, sys
+
+
+def peak_mb():
+    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+
+import selcal
+scores = tuple(sys.argv[2].split(","))
+result = selcal.evaluate(sys.argv[1], stream=True, scores=scores)
+result.to_json()
+print(json.dumps({"peak_mb": peak_mb(), "n_eval": result.models[0].n_eval}))
+"""
+
+
+def peak_rss_mb(path, scores) -> dict:
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS, str(path), scores], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("scores, held_in_memory", [
+    ("msp,max_logit", 0.0),                # nothing to fit: only per-row numbers grow with N
+    ("msp,max_logit,pnorm,temp", 0.2),     # + the validation rows (20%), kept in memory by design
+])
+def test_streamed_memory_grows_with_the_per_row_numbers_not_the_logits(tmp_path, scores, held_in_memory):
+    """Peak RSS of the streamed path on 30 000 and 120 000 rows x 400 classes (48 and 192 MB of
+    logits, many chunk budgets each): its growth per extra row must stay well below the 1600
+    bytes of logits a row holds (the per-row numbers and their sorts cost a few hundred)."""
+    k, sizes = 400, (30_000, 120_000)
+    peaks = []
+    for n in sizes:
+        logits, labels = synthetic(n, k, seed=3)
+        split = np.where(np.arange(n) % 5 == 0, "val", "test")
+        path = tmp_path / f"{n}.parquet"
+        write_dump(path, logits, labels, split, row_group_rows=4096)
+        del logits
+        peaks.append(peak_rss_mb(path, scores)["peak_mb"])
+    bytes_per_row = (peaks[1] - peaks[0]) * 2**20 / (sizes[1] - sizes[0])
+    allowed = (0.4 + held_in_memory) * k * 4
+    assert bytes_per_row < allowed, (peaks, bytes_per_row, allowed)
