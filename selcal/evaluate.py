@@ -465,14 +465,15 @@ def check_ids(test: Dump, val: Dump | None) -> None:
                               "validation rows must not be evaluation rows")
 
 
-def _warnings_for(eval_rows: Dump, val_rows: Dump | None, options: Options) -> list[str]:
+def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
+    """Warnings about the sizes of the split (``n_fit``: validation rows fitted on, if any)."""
     warnings = []
-    if len(eval_rows) < 100:
-        warnings.append(f"only {len(eval_rows)} evaluation rows: every metric is noisy")
-    if options.needs_validation and val_rows is not None and len(val_rows) < 1000:
-        warnings.append(f"only {len(val_rows)} validation rows: T and p are fitted on little data")
-    if eval_rows.n_ignored:
-        warnings.append(f"{eval_rows.n_ignored} rows with the ignored label were dropped")
+    if n_eval < 100:
+        warnings.append(f"only {n_eval} evaluation rows: every metric is noisy")
+    if n_fit is not None and n_fit < 1000:
+        warnings.append(f"only {n_fit} validation rows: T and p are fitted on little data")
+    if n_ignored:
+        warnings.append(f"{n_ignored} rows with the ignored label were dropped")
     return warnings
 
 
@@ -493,7 +494,9 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         None if val_rows is None else val_rows.logits,
         None if val_rows is None else val_rows.labels,
         options=options, name=name or _model_name(test.path), path=test.path, split=rule,
-        warnings=_warnings_for(eval_rows, val_rows, options), extra=extra, groups=eval_rows.groups,
+        warnings=split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
+                                eval_rows.n_ignored),
+        extra=extra, groups=eval_rows.groups,
         progress=progress,
     )
 
@@ -592,15 +595,10 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     else:
         val_rows, rule = None, "none"
     n_val = len(val_rows) if val_rows is not None else int((split == "val").sum()) if rule == "split-column" else 0
-    warnings = []
     n_ignored = test.num_rows - test.num_kept_rows + (val.num_rows - val.num_kept_rows if val is not None else 0)
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
-    if n_eval < 100:
-        warnings.append(f"only {n_eval} evaluation rows: every metric is noisy")
-    if options.needs_validation and val_rows is not None and len(val_rows) < 1000:
-        warnings.append(f"only {len(val_rows)} validation rows: T and p are fitted on little data")
-    if test.num_rows > test.num_kept_rows:
-        warnings.append(f"{test.num_rows - test.num_kept_rows} rows with the ignored label were dropped")
+    warnings = split_warnings(n_eval, len(val_rows) if options.needs_validation and val_rows else None,
+                              test.num_rows - test.num_kept_rows)
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
