@@ -87,6 +87,15 @@ def evaluate(
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit T and p on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
+    sort_by: str = typer.Option("aurc_best_posthoc", "--sort-by", help="Leaderboard column to sort by (several models), best first."),
+    csv_path: Optional[str] = typer.Option(None, "--csv", help="Write the leaderboard (one row per model) as CSV to PATH; '-' for stdout."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the leaderboard as a Markdown table to PATH; '-' for stdout."),
+    details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
+    plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
+    plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
+    report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
+    ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
+    at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
@@ -103,8 +112,17 @@ def evaluate(
             aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
             p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
         )
-        if json_path not in (None, "-"):
-            _check_writable(Path(json_path))
+        stdout_outputs = [p for p in (json_path, csv_path, markdown_path) if p == "-"]
+        if len(stdout_outputs) > 1:
+            raise SelcalError("only one of --json, --csv and --markdown can write to stdout ('-')")
+        for output in (json_path, csv_path, markdown_path):
+            if output not in (None, "-"):
+                _check_writable(Path(output))
+        from .report import leaderboard, leaderboard_csv, leaderboard_markdown
+
+        if sort_by:
+            leaderboard(type("Empty", (), {"models": []})(), sort_by)  # refuse a bad column before the work
+        figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files))
         with _progress_bar() as progress:
             result = run_evaluation(
                 [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
@@ -122,18 +140,74 @@ def evaluate(
         elif json_path is not None:
             with atomic_write(json_path) as out:
                 out.write(result.to_json())
+        board = leaderboard(result, sort_by)
+        for output, render in ((csv_path, leaderboard_csv), (markdown_path, leaderboard_markdown)):
+            if output == "-":
+                sys.stdout.write(render(board))
+            elif output is not None:
+                with atomic_write(output) as out:
+                    out.write(render(board))
+        figure_notes = _write_figures(result, plots_dir, report_path, **figure_options)
     except SelcalError as exc:
         _fail(str(exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
         _fail(f"{exc.filename or json_path}: cannot write ({exc.strerror or exc}); free space or choose another path")
-    if not quiet and json_path != "-":
-        from .report import render_table
+    if not quiet and not stdout_outputs:
+        from .report import render_leaderboard, render_table
 
-        render_table(result, Console())
-    if bootstrap and not quiet and json_path != "-":
+        console = Console()
+        if len(result.models) == 1 or details:
+            render_table(result, console)
+        if len(result.models) > 1:
+            render_leaderboard(board, console if console.is_terminal else Console(width=160))
+    if bootstrap and not quiet and not stdout_outputs:
         from .checks import render_intervals
 
         render_intervals(result, Console())
+    if not quiet:
+        for note in figure_notes:
+            typer.echo(f"selcal: {note}", err=True)
+
+
+def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, n_files) -> dict:
+    """Check the --plots/--report options before any work is done (matplotlib is not imported here)."""
+    if plot_format not in ("png", "svg", "pdf"):
+        raise SelcalError(f"--plot-format must be png, svg or pdf; got {plot_format!r}")
+    if not 0 < at_coverage <= 1:
+        raise SelcalError(f"--at-coverage must be a fraction in (0, 1], e.g. 0.1; got {at_coverage:g}")
+    alphas = None
+    if ls_alpha is not None:
+        alphas = list(_floats(ls_alpha, "--ls-alpha"))
+        if len(alphas) not in (1, n_files):
+            raise SelcalError(f"--ls-alpha takes one value or one per TEST file ({n_files}); got {len(alphas)}")
+        if any(not 0 <= a < 1 for a in alphas):
+            raise SelcalError(f"--ls-alpha must be in [0, 1), e.g. 0.1; got {ls_alpha!r}")
+    if plots_dir is not None and plots_dir.exists() and not plots_dir.is_dir():
+        raise SelcalError(f"{plots_dir}: is a file; --plots takes a folder (created if missing)")
+    inside_plots = plots_dir is not None and report_path is not None and \
+        report_path.parent.resolve() == plots_dir.resolve()
+    if report_path is not None and not inside_plots:  # the plot folder is created before the report is written
+        _check_writable(report_path)
+    return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage}
+
+
+def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage) -> list[str]:
+    """--plots and --report: matplotlib is imported only here, when one of them is asked for."""
+    notes = []
+    figures = None
+    if plots_dir is not None:
+        from .plots import write_plots
+
+        figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
+                              keep_data=report_path is not None and fmt in ("png", "svg"))
+        notes.append(f"{len(figures)} figures written to {plots_dir}")
+    if report_path is not None:
+        from .html_report import write_report
+
+        write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
+                     ls_alpha=ls_alpha, at_coverage=at_coverage, plot_settings={"plot_format": fmt})
+        notes.append(f"report written to {report_path}")
+    return notes
 
 
 @contextmanager
@@ -195,6 +269,131 @@ def run() -> None:
             typer.echo(f"selcal: error: {message} (see selcal --help)", err=True)
         code = getattr(exc, "exit_code", 2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, **read):
+    """``evaluate --bootstrap``: intervals for every model (re-reading the dumps to refit, if asked)."""
+    from .bootstrap import add_intervals
+    from .checks import refit_data
+
+    data = refit_data([str(f) for f in files], [str(v) for v in val] if val else None, options, **read) if refit else None
+    return add_intervals(result, resamples=resamples, seed=seed, confidence=confidence, refit=data)
+
+
+def _write_report(report, json_path: Optional[str], markdown_path: Optional[str], junit_path: Optional[str]) -> None:
+    from .io import atomic_write
+
+    for path, text in ((json_path, report.to_json), (markdown_path, report.to_markdown), (junit_path, report.to_junit)):
+        if path == "-":
+            sys.stdout.write(text())
+        elif path is not None:
+            with atomic_write(path) as out:
+                out.write(text())
+
+
+def _check_outputs(*paths: Optional[str]) -> None:
+    for path in paths:
+        if path not in (None, "-"):
+            _check_writable(Path(path))
+
+
+def _report_console():
+    """The console of check/compare: CI logs are not terminals, so give the table room."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+_BOUND_HELP = "METRIC=VALUE, METRIC as msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc; repeatable."
+
+
+@app.command()
+def check(
+    current: Path = typer.Argument(..., help="Result JSON to check (`selcal evaluate --json`).", show_default=False),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Result JSON to compare against."),
+    tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
+    maximum: Optional[List[str]] = typer.Option(None, "--max", metavar="METRIC=VALUE", help="Upper bound on the current value. " + _BOUND_HELP),
+    minimum: Optional[List[str]] = typer.Option(None, "--min", metavar="METRIC=VALUE", help="Lower bound on the current value. " + _BOUND_HELP),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Compare only these metrics with the baseline (repeatable; default all)."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown (a PR comment) to PATH; '-' for stdout."),
+    junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+):
+    """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
+    from . import checks
+
+    try:
+        tolerances = checks.parse_bounds(tolerance, "--tolerance")
+        maxima = checks.parse_bounds(maximum, "--max")
+        minima = checks.parse_bounds(minimum, "--min")
+        only = checks.parse_specs(metric, "--metric")
+        _check_outputs(json_path, markdown_path, junit_path)
+        current_data = checks.load_result(current)
+        baseline_data = checks.load_result(baseline) if baseline is not None else None
+        report = checks.check(current_data, baseline_data, tolerances=tolerances, maxima=maxima, minima=minima,
+                              only=only, current_path=str(current), baseline_path=str(baseline))
+        _write_report(report, json_path, markdown_path, junit_path)
+    except SelcalError as exc:
+        _fail(str(exc))
+    if not quiet and "-" not in (json_path, markdown_path, junit_path):
+        report.render(_report_console())
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def compare(
+    file_a: Path = typer.Argument(..., metavar="A", help="Dump of the reference model.", show_default=False),
+    file_b: Path = typer.Argument(..., metavar="B", help="Dump of the model to judge, on the same rows.", show_default=False),
+    val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals."),
+    seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
+    tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
+    scores: str = typer.Option("msp,max_logit,pnorm,temp", help="Scores to evaluate, comma-separated."),
+    bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
+    risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
+    coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
+    aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean or trapz."),
+    label_col: str = typer.Option("label", help="Name of the label column."),
+    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
+    ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
+    center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm."),
+    p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
+    markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
+    junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+):
+    """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
+    from . import checks
+    from .evaluate import Options
+
+    try:
+        options = Options(
+            scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
+            bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
+            aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
+            p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
+        )
+        tolerances = checks.parse_bounds(tolerance, "--tolerance")
+        only = checks.parse_specs(metric, "--metric")
+        _check_outputs(json_path, markdown_path, junit_path)
+        report = checks.compare_files(
+            file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
+            logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed, confidence=confidence,
+            tolerances=tolerances, only=only,
+        )
+        _write_report(report, json_path, markdown_path, junit_path)
+    except SelcalError as exc:
+        _fail(str(exc))
+    if not quiet and "-" not in (json_path, markdown_path, junit_path):
+        report.render(_report_console())
+    raise typer.Exit(report.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

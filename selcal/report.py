@@ -205,8 +205,16 @@ LEADERBOARD_COLUMNS = {
     "ece_msp": ("ECE msp", "pct", True),
     "ece_temp": ("ECE temp", "pct", True),
 }
-LEADERBOARD_NOTE = ("all in %: accuracy, AURC of each score, the best post-hoc score (pnorm or temp) and its AURC, "
-                    "(pnorm) gain = AURC(msp) - AURC(pnorm), ECE before/after (T) temperature scaling")
+_NOTES = {
+    "aurc_msp": "AURC of each score",
+    "aurc_best_posthoc": "the best post-hoc score (pnorm or temp) and its AURC",
+    "pnorm_gain": "(pnorm) gain = AURC(msp) - AURC(pnorm)",
+    "ece_temp": "ECE before/after (T) temperature scaling",
+}
+
+
+def _leaderboard_note(columns) -> str:
+    return "in %: accuracy, " + ", ".join(note for column, note in _NOTES.items() if column in columns)
 
 
 def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") -> list[dict[str, Any]]:
@@ -269,7 +277,7 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     if console.width < 125:  # a narrow terminal: keep the columns the leaderboard is for, short headers
         columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
         headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
-    table = Table(show_edge=False, pad_edge=False, caption=LEADERBOARD_NOTE, caption_justify="left")
+    table = Table(show_edge=False, pad_edge=False, caption=_leaderboard_note(columns), caption_justify="left")
     for column in columns:
         if column == "model":
             table.add_column("model", overflow="ellipsis", no_wrap=True, max_width=max(14, console.width - 52))
@@ -287,7 +295,7 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
              "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row[c], LEADERBOARD_COLUMNS[c][1]) for c in columns) + " |")
-    return "\n".join(lines) + f"\n\n{LEADERBOARD_NOTE}\n"
+    return "\n".join(lines) + f"\n\n{_leaderboard_note(columns)}\n"
 
 
 def leaderboard_csv(rows: list[dict[str, Any]]) -> str:

@@ -1,0 +1,731 @@
+"""Regression checks for CI: ``selcal check`` (two result JSON files) and ``selcal compare`` (two dumps).
+
+Pure except for reading inputs: result JSON files (here) and logit dumps (through
+:mod:`selcal.io`). Every problem with an input raises :class:`~selcal.errors.SelcalError`
+with one line naming the file and what to do (the CLI exits with status 2); the outcome
+of a check is a :class:`Report` (exit status 0 or 1) rendered as a terminal table, JSON,
+Markdown or JUnit XML.
+
+The rule of ``check`` (also in the README), for every metric with a direction:
+
+* worse_by = current - baseline when lower is better, baseline - current when higher is;
+* a **regression** is worse_by > tolerance (absolute, ``--tolerance``, default 0) **and**,
+  when both files carry a bootstrap interval for the metric, intervals that do not overlap
+  (current's interval entirely on the worse side of the baseline's). When a file has no
+  intervals at all, worse_by > tolerance alone is a regression; in bootstrapped files, a
+  metric without an interval (class-wise ECE) is judged only when a ``--tolerance`` names it;
+* ``--max``/``--min`` bounds are checked on the current point value; an undefined value
+  (``null``) fails a bound, since it cannot be shown to hold.
+
+``compare`` uses the paired interval of B - A (both models on the same resampled rows):
+B is worse when that interval lies entirely on the worse side of 0, and a regression when
+it is worse and worse_by > tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+from xml.etree import ElementTree
+
+import numpy as np
+
+from .errors import SelcalError
+from .scores import SCORE_NAMES
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "HIGHER_IS_BETTER",
+    "better",
+    "load_result",
+    "parse_bounds",
+    "parse_specs",
+    "Spec",
+    "Row",
+    "Report",
+    "check",
+    "compare",
+    "compare_files",
+    "refit_data",
+    "render_intervals",
+]
+
+LOWER_IS_BETTER = ("aurc", "eaurc", "augrc", "ece", "aece", "mce", "nll", "brier", "fpr95", "error", "cece")
+HIGHER_IS_BETTER = ("auroc", "accuracy")
+MODEL_LEVEL = ("accuracy", "error", "nll", "brier", "cece")
+SUPPORTED_SCHEMA = 1
+CHECK_RULE = (
+    "regression = worse than the baseline by more than the tolerance and, when both files have "
+    "bootstrap intervals for the metric, intervals that do not overlap"
+)
+COMPARE_RULE = (
+    "B - A with a paired bootstrap interval: worse/better when the interval excludes 0; "
+    "regression = worse by more than the tolerance"
+)
+
+
+def better(metric: str) -> str | None:
+    """``"lower"`` or ``"higher"`` (which direction is better) for a metric key; None if it has none.
+
+    Examples
+    --------
+    >>> better("aurc"), better("cov@0.05"), better("risk@0.9"), better("temperature")
+    ('lower', 'higher', 'lower', None)
+    """
+    if metric in LOWER_IS_BETTER or metric.startswith("risk@"):
+        return "lower"
+    if metric in HIGHER_IS_BETTER or metric.startswith("cov@"):
+        return "higher"
+    return None
+
+
+# --------------------------------------------------------------------------- loading
+def load_result(path) -> dict[str, Any]:
+    """Read and validate a result JSON written by ``selcal evaluate --json`` (schema 1)."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise SelcalError(f"{path}: no such file; check the path (write it with `selcal evaluate --json {path}`)")
+    if os.path.isdir(path):
+        raise SelcalError(f"{path}: is a folder; give the JSON file `selcal evaluate --json` wrote")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise SelcalError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); "
+                          "give the file `selcal evaluate --json` wrote") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SelcalError(f"{path}: cannot be read ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(data, dict) or "schema" not in data:
+        raise SelcalError(f"{path}: not a selcal result (no 'schema' key); give the file `selcal evaluate --json` wrote")
+    schema = data["schema"]
+    if schema != SUPPORTED_SCHEMA:
+        raise SelcalError(f"{path}: has result schema {schema!r} but this selcal reads schema {SUPPORTED_SCHEMA}; "
+                          "evaluate both files with the same selcal version")
+    models = data.get("models")
+    if not isinstance(models, list) or not models:
+        raise SelcalError(f"{path}: schema 1 result without a non-empty 'models' list; regenerate it with selcal evaluate")
+    for index, model in enumerate(models):
+        if not isinstance(model, dict) or not isinstance(model.get("name"), str) \
+                or not isinstance(model.get("scores"), dict):
+            raise SelcalError(f"{path}: models[{index}] lacks 'name' or 'scores'; regenerate it with selcal evaluate")
+    names = [m["name"] for m in models]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SelcalError(f"{path}: two models are named '{duplicates[0]}'; names must be unique to be matched")
+    return data
+
+
+@dataclass
+class Metric:
+    """One directed number of one model in a result: ``name`` is ``score.metric`` or a model-level key."""
+
+    model: str
+    name: str
+    score: str | None
+    metric: str
+    value: float | None
+    ci: list[float] | None
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _interval(value) -> list[float] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_number(v) is not None for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
+
+
+def metrics_of(model: dict[str, Any]) -> dict[str, Metric]:
+    """Every metric with a direction of a model's JSON dict, keyed by qualified name."""
+    out: dict[str, Metric] = {}
+    model_ci = model.get("ci") if isinstance(model.get("ci"), dict) else {}
+    for key in MODEL_LEVEL:
+        if key in model:
+            out[key] = Metric(model["name"], key, None, key, _number(model[key]), _interval(model_ci.get(key)))
+    for score, values in model["scores"].items():
+        if not isinstance(values, dict):
+            continue
+        score_ci = values.get("ci") if isinstance(values.get("ci"), dict) else {}
+        for key, value in values.items():
+            if better(key) is not None:
+                name = f"{score}.{key}"
+                out[name] = Metric(model["name"], name, score, key, _number(value), _interval(score_ci.get(key)))
+    return out
+
+
+# ----------------------------------------------------------------------------- specs
+@dataclass(frozen=True)
+class Spec:
+    """Which metrics an option names: ``[MODEL:][SCORE.]METRIC``, or ``*`` for every metric."""
+
+    text: str
+    model: str | None
+    score: str | None
+    metric: str | None  # None: every metric
+
+    def matches(self, metric: Metric) -> bool:
+        return ((self.model is None or self.model == metric.model)
+                and (self.metric is None or self.metric == metric.metric)
+                and (self.score is None or self.score == metric.score))
+
+    @property
+    def specificity(self) -> tuple[int, int, int]:
+        return (self.score is not None, self.model is not None, self.metric is not None)
+
+
+def parse_spec(text: str, option: str) -> Spec:
+    """``msp.aurc``, ``aurc`` (every score's), ``accuracy``, ``resnet:msp.aurc``, ``*``.
+
+    Examples
+    --------
+    >>> parse_spec("msp.cov@0.05", "--max")
+    Spec(text='msp.cov@0.05', model=None, score='msp', metric='cov@0.05')
+    """
+    model, _, name = text.strip().rpartition(":")
+    name = name.strip()
+    model = model.strip() or None
+    if name == "*":
+        return Spec(text, model, None, None)
+    head, dot, tail = name.partition(".")
+    score, metric = (head, tail) if dot and head in SCORE_NAMES else (None, name)
+    if not metric or better(metric) is None:
+        known = ", ".join(LOWER_IS_BETTER + HIGHER_IS_BETTER + ("cov@R", "risk@C"))
+        raise SelcalError(f"{option} {text}: '{metric or name}' is not a metric with a direction; "
+                          f"use [SCORE.]METRIC with METRIC one of {known}")
+    return Spec(text, model, score, metric)
+
+
+def parse_specs(texts: Iterable[str], option: str) -> list[Spec]:
+    return [parse_spec(t, option) for t in texts or ()]
+
+
+def parse_bounds(texts: Iterable[str], option: str) -> list[tuple[Spec, float]]:
+    """``["msp.aurc=0.06", ...]`` -> [(Spec, 0.06), ...]; bad syntax raises SelcalError."""
+    out = []
+    for text in texts or ():
+        name, equals, value = text.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not equals or not name.strip() or not math.isfinite(number):
+            raise SelcalError(f"{option} takes METRIC=VALUE, e.g. {option} msp.aurc=0.06; got {text!r}")
+        if option == "--tolerance" and number < 0:
+            raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
+        out.append((parse_spec(name, option), number))
+    return out
+
+
+def _most_specific(bounds: Sequence[tuple[Spec, float]], metric: Metric) -> float | None:
+    matching = [(spec.specificity, index, value) for index, (spec, value) in enumerate(bounds) if spec.matches(metric)]
+    return max(matching)[2] if matching else None
+
+
+def _require_matches(specs: Iterable[Spec], metrics: Sequence[Metric], option: str, path: str) -> None:
+    for spec in specs:
+        if not any(spec.matches(m) for m in metrics):
+            raise SelcalError(f"{option} {spec.text}: {path} has no such metric; "
+                              "names look like msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc")
+
+
+# ------------------------------------------------------------------------------ rows
+@dataclass
+class Row:
+    """One judged number. For ``check``: reference = baseline (or the bound), value = current;
+    for ``compare``: reference = A, value = B, and ``ci_difference`` the paired interval of B - A."""
+
+    model: str
+    metric: str
+    better: str
+    kind: str  # "baseline", "max", "min", "compare"
+    reference: float | None
+    value: float | None
+    difference: float | None = None
+    ci_reference: list[float] | None = None
+    ci_value: list[float] | None = None
+    ci_difference: list[float] | None = None
+    tolerance: float | None = None
+    status: str = ""
+    failed: bool = False
+
+
+@dataclass
+class Report:
+    """The outcome of ``check`` or ``compare``: rows, notes, and the exit status it implies."""
+
+    command: str
+    rows: list[Row]
+    sources: dict[str, str]
+    rule: str
+    confidence: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Row]:
+        return [r for r in self.rows if r.failed]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from .report import to_jsonable
+
+        return to_jsonable({
+            "command": self.command, "status": "fail" if self.failures else "pass", "exit_code": self.exit_code,
+            "rule": self.rule, **self.sources, "confidence": self.confidence, "notes": self.notes,
+            "failures": len(self.failures), "rows": [asdict(r) for r in self.rows],
+        })
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+
+    def summary(self) -> str:
+        n_failed = len(self.failures)
+        what = "regression" if self.command == "compare" else "failure"
+        passed = "B is not worse than A on any judged metric" if self.command == "compare" \
+            else "every metric within bounds"
+        verdict = f"FAIL: {n_failed} {what}{'s' if n_failed != 1 else ''}" if n_failed else f"PASS: {passed}"
+        return f"selcal {self.command}: {verdict} ({len(self.rows)} metrics checked)"
+
+    # ------------------------------------------------------------------ renderings
+    def _columns(self) -> list[str]:
+        if self.command == "compare":
+            return ["model", "metric", "better", "A", "B", "B - A", f"{self._level()} interval of B - A", "verdict"]
+        return ["model", "metric", "better", "baseline / bound", "current", "difference",
+                f"baseline {self._level()}", f"current {self._level()}", "tolerance", "status"]
+
+    def _level(self) -> str:
+        return f"{100 * self.confidence:g}%" if self.confidence else "CI"
+
+    def _cells(self, row: Row) -> list[str]:
+        if self.command == "compare":
+            return [row.model, row.metric, row.better, _fmt(row.reference), _fmt(row.value), _fmt(row.difference),
+                    _fmt_ci(row.ci_difference), row.status]
+        reference = _fmt(row.reference)
+        if row.kind in ("max", "min"):
+            reference = f"{row.kind} {reference}"
+        return [row.model, row.metric, row.better, reference, _fmt(row.value), _fmt(row.difference),
+                _fmt_ci(row.ci_reference), _fmt_ci(row.ci_value), _fmt(row.tolerance), row.status]
+
+    def render(self, console) -> None:
+        """Tables on the terminal, one per model: failures first; the "model" and "better"
+        columns of the other renderings are left out to keep it narrow."""
+        from rich.table import Table
+
+        columns = self._columns()
+        keep = [i for i, name in enumerate(columns) if name not in ("model", "better")]
+        for model in dict.fromkeys(r.model for r in self.rows):
+            rows = [r for r in self.rows if r.model == model]
+            console.print(f"[bold]{model}[/bold]")
+            table = Table(show_edge=False, pad_edge=False)
+            for position, index in enumerate(keep):
+                table.add_column(columns[index], justify="left" if position in (0, len(keep) - 1) else "right")
+            for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:
+                cells = self._cells(row)
+                if row.failed:
+                    cells[-1] = f"[bold red]{cells[-1]}[/bold red]"
+                table.add_row(*(cells[i] for i in keep))
+            console.print(table)
+        for note in self.notes:
+            console.print(f"note: {note}", markup=False)
+        style = "bold red" if self.failures else "bold green"
+        console.print(f"[{style}]{self.summary()}[/{style}]")
+
+    def to_markdown(self) -> str:
+        """Markdown for a pull-request comment: verdict, failures, then every row folded away."""
+        lines = [f"### {'❌' if self.failures else '✅'} {self.summary()}", ""]
+        lines += [f"- {k}: `{v}`" for k, v in self.sources.items()]
+        lines += [f"- rule: {self.rule}"]
+        lines += [f"- note: {note}" for note in self.notes]
+        lines.append("")
+        header = self._columns()
+
+        def table(rows):
+            out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            for row in rows:
+                cells = [c.replace("|", "\\|") for c in self._cells(row)]
+                if row.failed:
+                    cells[-1] = f"**{cells[-1]}**"
+                out.append("| " + " | ".join(cells) + " |")
+            return out
+
+        if self.failures:
+            lines += ["**Failures**", ""] + table(self.failures) + [""]
+        lines += ["<details><summary>All metrics</summary>", ""] + table(self.rows) + ["", "</details>", ""]
+        return "\n".join(lines)
+
+    def to_junit(self) -> str:
+        """JUnit XML: one test case per row, a <failure> for each failed one."""
+        suite = ElementTree.Element("testsuite", name=f"selcal {self.command}", tests=str(len(self.rows)),
+                                    failures=str(len(self.failures)), errors="0", skipped="0")
+        for row in self.rows:
+            name = row.metric if row.kind in ("baseline", "compare") else f"{row.metric} {row.kind} {_fmt(row.reference)}"
+            case = ElementTree.SubElement(suite, "testcase", classname=f"selcal.{row.model}", name=name, time="0")
+            if row.failed:
+                failure = ElementTree.SubElement(case, "failure", message=f"{row.metric}: {row.status}", type=row.kind)
+                failure.text = " ".join(f"{c}={v}" for c, v in zip(self._columns(), self._cells(row)))
+        suites = ElementTree.Element("testsuites", name="selcal", tests=str(len(self.rows)),
+                                     failures=str(len(self.failures)))
+        suites.append(suite)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.4g}"
+
+
+def _fmt_ci(ci) -> str:
+    return "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+# ----------------------------------------------------------------------------- check
+def _worse_by(better_direction: str, reference: float, value: float) -> float:
+    return value - reference if better_direction == "lower" else reference - value
+
+
+def _judge(metric: Metric, base: Metric, tolerance: float | None, bootstrapped: bool) -> tuple[str, bool]:
+    """The rule of the module docstring for one metric present in both files.
+
+    ``tolerance`` None: no --tolerance names the metric (0 applies); ``bootstrapped``: both
+    files carry intervals, so a metric without an interval in either is judged only when a
+    tolerance names it.
+    """
+    if base.value is None or metric.value is None:
+        return ("undefined in both" if base.value is None and metric.value is None else "undefined in one"), False
+    direction = better(metric.metric)
+    worse_by = _worse_by(direction, base.value, metric.value)
+    if worse_by < 0:
+        return "better", False
+    if worse_by == 0:
+        return "same", False
+    if worse_by <= (tolerance or 0.0):
+        return "worse, within tolerance", False
+    if base.ci is not None and metric.ci is not None:
+        separate = metric.ci[0] > base.ci[1] if direction == "lower" else metric.ci[1] < base.ci[0]
+        if not separate:
+            return "worse, intervals overlap", False
+    elif bootstrapped and tolerance is None:
+        return "worse, no interval: give a --tolerance", False
+    return "REGRESSION", True
+
+
+_SAME_DEFINITIONS = ("bins", "aurc_estimator")
+
+
+def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
+          tolerances: Sequence[tuple[Spec, float]] = (), maxima: Sequence[tuple[Spec, float]] = (),
+          minima: Sequence[tuple[Spec, float]] = (), only: Sequence[Spec] = (),
+          current_path: str = "CURRENT", baseline_path: str = "BASELINE") -> Report:
+    """Judge a result (loaded with :func:`load_result`) against a baseline and/or bounds."""
+    if baseline is None and not maxima and not minima:
+        raise SelcalError("nothing to check: give --baseline BASELINE.json and/or --max/--min bounds")
+    models = {m["name"]: m for m in current["models"]}
+    current_metrics = [m for model in current["models"] for m in metrics_of(model).values()]
+    _require_matches([s for s, _ in maxima], current_metrics, "--max", current_path)
+    _require_matches([s for s, _ in minima], current_metrics, "--min", current_path)
+    _require_matches(only, current_metrics, "--metric", current_path)
+    if not baseline and tolerances:
+        raise SelcalError("--tolerance needs --baseline BASELINE.json to compare against")
+
+    def wanted(metric: Metric) -> bool:
+        return not only or any(spec.matches(metric) for spec in only)
+
+    rows: list[Row] = []
+    notes: list[str] = []
+    confidence = None
+    if baseline is not None:
+        _require_matches([s for s, _ in tolerances], current_metrics, "--tolerance", current_path)
+        pairs = _pairs(current, baseline, current_path, baseline_path)
+        _check_same_data(pairs, current, baseline, current_path, baseline_path)
+        renamed = [f"{b['name']} -> {m['name']}" for b, m in pairs if b["name"] != m["name"]]
+        if renamed:
+            notes.append(f"one model in each file, compared whatever its name: {renamed[0]}")
+        levels = {path: (data.get("bootstrap") or {}).get("confidence")
+                  for path, data in ((current_path, current), (baseline_path, baseline))}
+        without = [path for path, level in levels.items() if level is None]
+        if without:
+            notes.append(f"no bootstrap intervals in {' and '.join(without)}: any worsening beyond the tolerance "
+                         "counts (evaluate with --bootstrap 1000 to discount noise)")
+        elif levels[current_path] != levels[baseline_path]:
+            notes.append(f"the intervals have different levels ({100 * levels[current_path]:g}% current, "
+                         f"{100 * levels[baseline_path]:g}% baseline)")
+        confidence = levels[current_path] or levels[baseline_path]
+        for base_model, model in pairs:
+            ours = metrics_of(model)
+            for name, base in metrics_of(base_model).items():
+                if name not in ours:
+                    raise SelcalError(
+                        f"{current_path}: model '{model['name']}' has no {name}, which {baseline_path} has; "
+                        "evaluate with the same --scores/--risks/--coverages as the baseline, or regenerate it")
+                metric = ours[name]
+                if not wanted(metric):
+                    continue
+                tolerance = _most_specific(tolerances, metric)
+                status, failed = _judge(metric, base, tolerance, bootstrapped=not without)
+                difference = None if metric.value is None or base.value is None else metric.value - base.value
+                rows.append(Row(model["name"], name, better(metric.metric), "baseline", base.value, metric.value,
+                                difference, ci_reference=base.ci, ci_value=metric.ci, tolerance=tolerance or 0.0,
+                                status=status, failed=failed))
+        unmatched = [n for n in models if n not in {m["name"] for _, m in pairs}]
+        if unmatched:
+            notes.append(f"not in the baseline, only bounds checked: {', '.join(unmatched)}")
+    for kind, bounds in (("max", maxima), ("min", minima)):
+        for spec, bound in bounds:
+            for metric in current_metrics:
+                if not spec.matches(metric):
+                    continue
+                if metric.value is None:
+                    status, failed = "undefined: bound not shown", True
+                else:
+                    failed = metric.value > bound if kind == "max" else metric.value < bound
+                    status = ("above max" if kind == "max" else "below min") if failed else "within bound"
+                rows.append(Row(metric.model, metric.name, better(metric.metric), kind, bound, metric.value,
+                                None if metric.value is None else metric.value - bound, ci_value=metric.ci,
+                                status=status, failed=failed))
+    sources = {"current": current_path}
+    if baseline is not None:
+        sources["baseline"] = baseline_path
+    return Report("check", rows, sources, CHECK_RULE, confidence, notes)
+
+
+def _pairs(current, baseline, current_path, baseline_path) -> list[tuple[dict, dict]]:
+    """(baseline model, current model) pairs: by name, or the only model of each file."""
+    if len(current["models"]) == 1 and len(baseline["models"]) == 1:
+        return [(baseline["models"][0], current["models"][0])]
+    models = {m["name"]: m for m in current["models"]}
+    for base_model in baseline["models"]:
+        if base_model["name"] not in models:
+            raise SelcalError(
+                f"{current_path}: has no model '{base_model['name']}', which {baseline_path} has "
+                f"(current models: {', '.join(sorted(models))}); evaluate the same files, or regenerate the baseline")
+    return [(base_model, models[base_model["name"]]) for base_model in baseline["models"]]
+
+
+def _check_same_data(pairs, current, baseline, current_path, baseline_path) -> None:
+    """Refuse (SelcalError) a baseline of other data or other metric definitions."""
+    for base_model, model in pairs:
+        for key in ("num_classes", "n_eval", "split"):
+            if key in base_model and key in model and base_model[key] != model[key]:
+                raise SelcalError(
+                    f"{current_path}: model '{model['name']}' has {key} = {model[key]!r} but {baseline_path} has "
+                    f"{base_model[key]!r}: these are different data sets; evaluate the same dump or regenerate the baseline")
+    options, base_options = current.get("options") or {}, baseline.get("options") or {}
+    for key in _SAME_DEFINITIONS:
+        if key in options and key in base_options and options[key] != base_options[key]:
+            raise SelcalError(f"{current_path}: was evaluated with {key} = {options[key]!r} but {baseline_path} with "
+                              f"{base_options[key]!r}; the metrics differ in meaning: use the baseline's options")
+
+
+# --------------------------------------------------------------------------- compare
+def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
+            tolerances: Sequence[tuple[Spec, float]] = (), only: Sequence[Spec] = (),
+            path_a: str = "A", path_b: str = "B", confidence: float | None = None,
+            resamples: int | None = None, seed: int | None = None) -> Report:
+    """Verdicts from :func:`selcal.bootstrap.paired_differences` (model_a/model_b: ModelResult)."""
+    rows: list[Row] = []
+    metrics = []
+    # The order of the JSON: model level, then each score's metrics as evaluate lists them.
+    order = {"model": list(differences.get("model", {}))}
+    order.update({name: list(model_a.scores.get(name, {})) for name in model_a.scores})
+    levels = [level for level in order if level in differences] + [lv for lv in differences if lv not in order]
+    for level in levels:
+        values = differences[level]
+        keys = [k for k in order.get(level, []) if k in values] + [k for k in values if k not in order.get(level, [])]
+        for key in keys:
+            entry = values[key]
+            if better(key) is None:
+                continue
+            name = key if level == "model" else f"{level}.{key}"
+            metric = Metric(model_b.name, name, None if level == "model" else level, key, entry["b"], None)
+            metrics.append((metric, entry))
+    _require_matches(only, [m for m, _ in metrics], "--metric", "the comparison")
+    _require_matches([s for s, _ in tolerances], [m for m, _ in metrics], "--tolerance", "the comparison")
+    for metric, entry in metrics:
+        if only and not any(spec.matches(metric) for spec in only):
+            continue
+        direction = better(metric.metric)
+        tolerance = _most_specific(tolerances, metric) or 0.0
+        ci = entry["ci"]
+        failed = False
+        if entry["difference"] is None or ci is None:
+            status = "undefined"
+        else:
+            worse = ci[0] > 0 if direction == "lower" else ci[1] < 0
+            improved = ci[1] < 0 if direction == "lower" else ci[0] > 0
+            if worse:
+                failed = _worse_by(direction, entry["a"], entry["b"]) > tolerance
+                status = "WORSE" if failed else "worse, within tolerance"
+            else:
+                status = "better" if improved else "no significant difference"
+        rows.append(Row(f"{model_a.name} -> {model_b.name}", metric.name, direction, "compare", entry["a"], entry["b"],
+                        entry["difference"], ci_difference=ci, tolerance=tolerance, status=status, failed=failed))
+    notes = [f"paired bootstrap: {resamples} resamples of the same {model_a.n_eval} evaluation rows, seed {seed}",
+             "class-wise ECE has no interval (not a mean over rows) and is not compared"]
+    return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes)
+
+
+def _align(a, b) -> np.ndarray:
+    """Indices into b's rows that put them in a's order (by id when both have ids, else by position)."""
+    if a.ids is not None and b.ids is not None:
+        for dump in (a, b):
+            values, counts = np.unique(dump.ids, return_counts=True)
+            if values.size != dump.ids.size:
+                raise SelcalError(f"{dump.path}: column 'id' has duplicate values (e.g. '{values[counts > 1][0]}'); "
+                                  "compare aligns rows by id, so ids must be unique")
+        only_a, only_b = np.setdiff1d(a.ids, b.ids), np.setdiff1d(b.ids, a.ids)
+        if only_a.size or only_b.size:
+            example = f"'{only_a[0]}' only in A" if only_a.size else f"'{only_b[0]}' only in B"
+            raise SelcalError(f"{b.path}: its evaluation rows are not those of {a.path} ({only_a.size} ids only in A, "
+                              f"{only_b.size} only in B, e.g. {example}); compare needs the same evaluation rows")
+        order = np.argsort(b.ids, kind="stable")
+        rows = order[np.searchsorted(b.ids[order], a.ids)]
+        where = lambda i: f"id '{a.ids[i]}'"  # noqa: E731
+    else:
+        if len(a) != len(b):
+            raise SelcalError(f"{b.path}: has {len(b)} evaluation rows but {a.path} has {len(a)}; compare needs the "
+                              "same rows (add an 'id' column to both files to align them by id)")
+        rows = np.arange(len(b))
+        where = lambda i: f"row {i}"  # noqa: E731
+    mismatch = np.flatnonzero(b.labels[rows] != a.labels)
+    if mismatch.size:
+        i = int(mismatch[0])
+        raise SelcalError(f"{b.path}: {where(i)} has label {int(b.labels[rows][i])} but {a.path} has "
+                          f"{int(a.labels[i])} ({mismatch.size} labels differ): different data sets; compare needs the "
+                          "same evaluation rows, in the same order or with an 'id' column")
+    return rows
+
+
+def _evaluation_pair(a, b, val_a, val_b, options):
+    """(val_a, eval_a, val_b, eval_b, rule) with the same evaluation rows for both, in a's order."""
+    from .evaluate import holdout_mask, split_rows
+
+    fit_a, eval_a, rule_a = split_rows(a, val_a, options)
+    fit_b, eval_b, rule_b = split_rows(b, val_b, options)
+    if rule_a != rule_b:
+        raise SelcalError(f"{b.path}: its validation rows are chosen by '{rule_b}' but {a.path}'s by '{rule_a}'; "
+                          "give both a split column, or --val for both, so both are evaluated on the same rows")
+    if rule_a == "holdout":
+        # One hold-out for both: A's (seeded, by row content), applied to B's rows aligned to A's.
+        rows = _align(a, b)
+        mask = holdout_mask(a.logits, a.labels, options.val_fraction, options.seed)
+        b = b.subset(rows)
+        return a.subset(mask), a.subset(~mask), b.subset(mask), b.subset(~mask), rule_a
+    return fit_a, eval_a, fit_b, eval_b.subset(_align(eval_a, eval_b)), rule_a
+
+
+def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str = "label",
+                  logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
+                  seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
+                  only: Sequence[Spec] = ()) -> Report:
+    """``selcal compare``: evaluate two dumps on the same rows and judge B - A with paired intervals."""
+    from .bootstrap import paired_differences
+    from .evaluate import Options, evaluate_arrays
+    from .io import read_dump
+
+    options = options or Options()
+    val = list(val or [])
+    if val and len(val) != 2:
+        raise SelcalError(f"compare takes --val twice (A's, then B's) or not at all; got {len(val)}")
+
+    def read(path):
+        return read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+
+    a, b = read(path_a), read(path_b)
+    if a.num_classes != b.num_classes:
+        raise SelcalError(f"{b.path}: has K = {b.num_classes} classes but {a.path} has K = {a.num_classes}: "
+                          "different data sets cannot be compared")
+    val_a, val_b = (read(val[0]), read(val[1])) if val else (None, None)
+    fit_a, eval_a, fit_b, eval_b, rule = _evaluation_pair(a, b, val_a, val_b, options)
+    name_a, name_b = Path(str(path_a)).stem, Path(str(path_b)).stem
+    if name_a == name_b:
+        name_a, name_b = str(path_a), str(path_b)
+
+    def evaluate(fit, rows, name, path):
+        return evaluate_arrays(rows.logits, rows.labels, None if fit is None else fit.logits,
+                               None if fit is None else fit.labels, options=options, name=name, path=path, split=rule)
+
+    model_a = evaluate(fit_a, eval_a, name_a, a.path)
+    model_b = evaluate(fit_b, eval_b, name_b, b.path)
+    differences = paired_differences(model_a, model_b, resamples=resamples, seed=seed, confidence=confidence,
+                                     options=options)
+    report = compare(model_a, model_b, differences, tolerances=tolerances, only=only, path_a=a.path, path_b=b.path,
+                     confidence=confidence, resamples=resamples, seed=seed)
+    if rule == "holdout":
+        report.notes.append("one random hold-out (A's) is used for both models, so both are evaluated on the same rows")
+    return report
+
+
+# ------------------------------------------------------------------------ refit data
+def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str = "label",
+               logits_col: str | None = None, ignore_label: int | None = None) -> list:
+    """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
+
+    Reads the dumps again and splits them exactly as ``selcal.evaluate`` does, so the
+    evaluation rows are those of the result, in the same order.
+    """
+    from .bootstrap import RefitData
+    from .evaluate import split_rows
+    from .io import read_dump
+
+    out = []
+    for index, path in enumerate(paths):
+        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+        val_dump = read_dump(str(val[index]), label_col=label_col, logits_col=logits_col,
+                             ignore_label=ignore_label) if val else None
+        fit, rows, _ = split_rows(test, val_dump, options)
+        if fit is None:
+            out.append(None)
+            continue
+        out.append(RefitData(rows.logits, rows.labels, fit.logits, fit.labels))
+    return out
+
+
+# ------------------------------------------------------------- evaluate --bootstrap
+def render_intervals(result, console) -> None:
+    """After ``selcal evaluate``'s table: each model's bootstrap intervals, metrics by scores."""
+    from rich.table import Table
+
+    info = getattr(result, "bootstrap", None) or {}
+    level = f"{100 * info.get('confidence', 0.95):g}%"
+    for model in result.models:
+        names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
+        keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
+        console.print(f"[bold]{model.name}[/bold]  {level} bootstrap intervals "
+                      f"({info.get('resamples')} resamples{', T and p refitted' if info.get('refit') else ''})")
+        table = Table(show_edge=False, pad_edge=False)
+        table.add_column("metric")
+        for name in names:
+            table.add_column(name, justify="right")
+        for key in keys:
+            table.add_row(_unit_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
+        console.print(table)
+        model_ci = model.extra.get("ci") or {}
+        if model_ci:
+            console.print("  model: " + ", ".join(f"{_unit_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()))
+        console.print()
+
+
+_PLAIN_UNITS = ("nll", "brier", "temperature")
+
+
+def _unit_label(key: str) -> str:
+    return key if key in _PLAIN_UNITS else f"{key} (%)"
+
+
+def _interval_text(key: str, ci) -> str:
+    if ci is None:
+        return "-"
+    if key in _PLAIN_UNITS:
+        return f"{ci[0]:.4f}–{ci[1]:.4f}"
+    return f"{100 * ci[0]:.2f}–{100 * ci[1]:.2f}"

@@ -1,0 +1,92 @@
+"""The leaderboard over several models: one row per model, sorted best first, CSV and Markdown."""
+
+import csv
+import io
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import selcal
+from selcal.cli import app
+from selcal.report import leaderboard, leaderboard_csv, leaderboard_markdown
+
+
+def _model(rng, n, k, sharpness):
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k))
+    logits[np.arange(n), labels] += sharpness
+    return logits, labels
+
+
+@pytest.fixture(scope="module")
+def result():
+    rng = np.random.default_rng(0)
+    models = []
+    for i, sharpness in enumerate((0.5, 3.0, 1.5)):
+        logits, labels = _model(rng, 1500, 5, sharpness)
+        val_logits, val_labels = _model(rng, 500, 5, sharpness)
+        models.append(selcal.evaluate_arrays(logits, labels, val_logits, val_labels, name=f"m{i}"))
+    return selcal.EvaluationResult(models=models, options=selcal.Options())
+
+
+def test_one_row_per_model_with_the_numbers_of_its_result(result):
+    rows = {row["model"]: row for row in leaderboard(result, "model")}
+    assert set(rows) == {"m0", "m1", "m2"}
+    for model in result.models:
+        row, scores = rows[model.name], model.scores
+        assert row["accuracy"] == model.accuracy
+        assert row["aurc_msp"] == scores["msp"]["aurc"]
+        assert row["aurc_pnorm"] == scores["pnorm"]["aurc"]
+        assert row["pnorm_gain"] == scores["msp"]["aurc"] - scores["pnorm"]["aurc"]
+        assert row["ece_msp"] == scores["msp"]["ece"] and row["ece_temp"] == scores["temp"]["ece"]
+        best = min(("pnorm", "temp"), key=lambda s: (scores[s]["aurc"], s))
+        assert row["best_posthoc"] == best and row["aurc_best_posthoc"] == scores[best]["aurc"]
+
+
+@pytest.mark.parametrize("column, lower_is_better", [("aurc_msp", True), ("accuracy", False), ("ece_temp", True),
+                                                     ("pnorm_gain", False)])
+def test_sorting_is_best_first_in_the_column_direction(result, column, lower_is_better):
+    values = [row[column] for row in leaderboard(result, column)]
+    assert values == sorted(values, reverse=not lower_is_better)
+
+
+def test_an_unknown_sort_column_is_refused(result):
+    with pytest.raises(selcal.SelcalError, match="not a column"):
+        leaderboard(result, "nope")
+
+
+def test_csv_holds_full_precision_fractions(result):
+    rows = leaderboard(result)
+    parsed = list(csv.DictReader(io.StringIO(leaderboard_csv(rows))))
+    assert [r["model"] for r in parsed] == [r["model"] for r in rows]
+    for text_row, row in zip(parsed, rows):
+        assert float(text_row["aurc_msp"]) == row["aurc_msp"]  # round-trips: no rounding, no percent
+        assert int(text_row["p"]) == row["p"]
+
+
+def test_markdown_is_a_table_with_a_row_per_model(result):
+    text = leaderboard_markdown(leaderboard(result))
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + 3
+    assert all(line.count("|") == table[0].count("|") for line in table)
+    m1 = next(line for line in table if line.startswith("| m1 "))
+    assert f"{100 * result['m1'].accuracy:.2f}" in m1
+
+
+def test_cli_prints_the_leaderboard_and_writes_csv(tmp_path):
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(2):
+        logits, labels = _model(rng, 600, 4, 1.0 + i)
+        path = tmp_path / f"model{i}.npz"
+        np.savez(path, logits=logits, labels=labels)
+        paths.append(str(path))
+    out = tmp_path / "board.csv"
+    result = CliRunner().invoke(app, ["evaluate", *paths, "--csv", str(out), "--sort-by", "accuracy"])
+    assert result.exit_code == 0, result.output
+    assert "model0" in result.stdout and "model1" in result.stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [r["model"] for r in rows] == ["model1", "model0"]  # the sharper model is more accurate
+    assert all(math.isfinite(float(r["aurc_msp"])) for r in rows)
