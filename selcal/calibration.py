@@ -172,11 +172,20 @@ class ClasswiseBins:
     high: np.ndarray
     low: np.ndarray
 
-    def __iadd__(self, other: "ClasswiseBins") -> "ClasswiseBins":
-        self.count += other.count
-        self.hits += other.hits
-        self.high += other.high
-        self.low += other.low
+    def __iadd__(self, update: "ClasswiseUpdate") -> "ClasswiseBins":
+        """Add one chunk's statistics (exact integer arithmetic, O(K) plus its sparse cells)."""
+        n_bins = self.count.shape[1]
+        count, hits, high, low = (a.reshape(-1) for a in (self.count, self.hits, self.high, self.low))
+        first_bin = update.cols * n_bins  # every entry starts in its class's first bin ...
+        self.count[:, 0] += update.n_rows
+        self.hits[:, 0] += update.label_counts
+        self.high[:, 0] += update.high_totals
+        self.low[:, 0] += update.low_totals
+        for flat, weights in ((count, 1), (high, update.high), (low, update.low)):
+            np.add.at(flat, update.cells, weights)  # ... and the few above 1/B move to their bin
+            np.add.at(flat, first_bin, -weights if not np.isscalar(weights) else -1)
+        np.add.at(hits, update.label_cells, 1)
+        np.add.at(hits, update.labels * n_bins, -1)
         return self
 
     @property
@@ -185,12 +194,57 @@ class ClasswiseBins:
         return self.high * (2.0**32 / _FIXED_ONE) + self.low / _FIXED_ONE
 
 
+@dataclass
+class ClasswiseUpdate:
+    """One chunk's class-wise statistics, sparse: column totals plus the entries above 1/B."""
+
+    n_rows: int
+    label_counts: np.ndarray
+    high_totals: np.ndarray
+    low_totals: np.ndarray
+    cols: np.ndarray
+    cells: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    labels: np.ndarray
+    label_cells: np.ndarray
+
+
+def classwise_update(probabilities, labels, n_bins: int = DEFAULT_BINS) -> ClasswiseUpdate:
+    """The class-wise statistics of one chunk of rows, to add into a :class:`ClasswiseBins`.
+
+    Only probabilities above the first bin edge are binned one by one (most of a wide
+    softmax is tiny); the first bin gets the remainder of each column's exact totals.
+    The work is proportional to the chunk and to K, never to K x B per chunk.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    n, n_classes = probabilities.shape
+    fixed = (probabilities * _FIXED_ONE).astype(np.uint64)
+    high = (fixed >> _HALF).astype(np.int64)
+    low = (fixed & _LOW_MASK).astype(np.int64)
+    rows, cols = np.nonzero(probabilities > 1.0 / n_bins)
+    return ClasswiseUpdate(
+        n_rows=n,
+        label_counts=np.bincount(labels, minlength=n_classes),
+        high_totals=high.sum(axis=0),  # < 2**31 per entry: no int64 overflow below 2**32 rows
+        low_totals=low.sum(axis=0),
+        cols=cols,
+        cells=cols * n_bins + equal_width_bin(probabilities[rows, cols], n_bins),
+        high=high[rows, cols],
+        low=low[rows, cols],
+        labels=labels,
+        label_cells=labels * n_bins + equal_width_bin(probabilities[np.arange(n), labels], n_bins),
+    )
+
+
+def empty_classwise_bins(n_classes: int, n_bins: int = DEFAULT_BINS) -> ClasswiseBins:
+    zeros = lambda: np.zeros((n_classes, n_bins), dtype=np.int64)  # noqa: E731
+    return ClasswiseBins(zeros(), zeros(), zeros(), zeros())
+
+
 def classwise_bins(probabilities, labels, n_bins: int = DEFAULT_BINS) -> ClasswiseBins:
     """Bin every class's probability column (see :func:`classwise_calibration_error`).
-
-    Only probabilities above the first bin edge are binned one by one; the first bin
-    gets the remainder of each column's exact totals (most of a wide softmax is tiny).
-    At most 2**20 rows per call, so that float64 sums of 32-bit integers stay exact.
 
     Examples
     --------
@@ -202,38 +256,9 @@ def classwise_bins(probabilities, labels, n_bins: int = DEFAULT_BINS) -> Classwi
     0.35
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.int64)
-    n, n_classes = probabilities.shape
-    if n > 2**20:
-        raise ValueError("classwise_bins takes at most 2**20 rows per call")
-    size = n_classes * n_bins
-    fixed = (probabilities * _FIXED_ONE).astype(np.uint64)
-    high = fixed >> _HALF
-    low = fixed & _LOW_MASK
-
-    rows, cols = np.nonzero(probabilities > 1.0 / n_bins)
-    cell = cols * n_bins + equal_width_bin(probabilities[rows, cols], n_bins)
-    label_cell = labels * n_bins + equal_width_bin(probabilities[np.arange(n), labels], n_bins)
-
-    def by_cell(cells, weights=None):
-        return np.bincount(cells, weights=weights, minlength=size).reshape(n_classes, n_bins).astype(np.int64)
-
-    count = by_cell(cell)
-    hits = by_cell(label_cell)
-    high_sum = by_cell(cell, high[rows, cols].astype(np.float64))  # < 2**51: exact
-    low_sum = by_cell(cell, low[rows, cols].astype(np.float64))  # < 2**52: exact
-    # First bin: column totals minus what the other bins hold (exact integer arithmetic).
-    hits[:, 0] = 0
-    hits[:, 0] = np.bincount(labels, minlength=n_classes) - hits.sum(axis=1)
-    count[:, 0] = n - count[:, 1:].sum(axis=1)
-    high_sum[:, 0] = high.sum(axis=0).astype(np.int64) - high_sum[:, 1:].sum(axis=1)
-    low_sum[:, 0] = low.sum(axis=0).astype(np.int64) - low_sum[:, 1:].sum(axis=1)
-    return ClasswiseBins(count=count, hits=hits, high=high_sum, low=low_sum)
-
-
-def empty_classwise_bins(n_classes: int, n_bins: int = DEFAULT_BINS) -> ClasswiseBins:
-    zeros = lambda: np.zeros((n_classes, n_bins), dtype=np.int64)  # noqa: E731
-    return ClasswiseBins(zeros(), zeros(), zeros(), zeros())
+    bins = empty_classwise_bins(probabilities.shape[1], n_bins)
+    bins += classwise_update(probabilities, labels, n_bins)
+    return bins
 
 
 def classwise_calibration_error(bins: ClasswiseBins) -> float:

@@ -189,7 +189,7 @@ def _probability_terms(logits, labels, inverse_temperature, n_bins):
     probabilities = exps
     probabilities /= denominator[:, None]
     probabilities[rows, pred] = 1.0 / denominator
-    bins = calibration.classwise_bins(probabilities, labels, n_bins)
+    bins = calibration.classwise_update(probabilities, labels, n_bins)
     return pred, -np.log1p(rest), nll, brier, bins
 
 
