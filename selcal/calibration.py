@@ -151,18 +151,18 @@ def adaptive_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) 
     return math.fsum(np.abs(hits - confidence_sum)) / n
 
 
-# Class-wise probabilities are summed exactly as 63-bit fixed point: p * 2**63 truncated to
-# an integer (p <= 1 fits), split into a high and a low 32-bit half so that no sum overflows.
-_FIXED_ONE = 2.0**63
-_HALF = np.uint64(32)
-_LOW_MASK = np.uint64(0xFFFFFFFF)
+# Class-wise probabilities are summed exactly as 62-bit fixed point: p * 2**62 truncated to
+# an int64 (p <= 1 fits), split into a high and a low 31-bit half so that no sum overflows.
+_FIXED_ONE = 2.0**62
+_HALF = 31
+_LOW_MASK = (1 << 31) - 1
 
 
 @dataclass
 class ClasswiseBins:
     """Per-class equal-width bin statistics of p_k against [y = k]; shape (K, B) each.
 
-    Probabilities are accumulated in exact fixed point (two 32-bit halves of p * 2**63,
+    Probabilities are accumulated in exact fixed point (two 31-bit halves of p * 2**62,
     summed in int64), so the statistics are additive over row chunks with no rounding: any row
     order and any chunking give the same bits.
     """
@@ -191,7 +191,7 @@ class ClasswiseBins:
     @property
     def probability_sum(self) -> np.ndarray:
         """sum of p_k over the samples in each (class, bin) cell, float64."""
-        return self.high * (2.0**32 / _FIXED_ONE) + self.low / _FIXED_ONE
+        return self.high * (2.0**_HALF / _FIXED_ONE) + self.low / _FIXED_ONE
 
 
 @dataclass
@@ -220,14 +220,14 @@ def classwise_update(probabilities, labels, n_bins: int = DEFAULT_BINS) -> Class
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     n, n_classes = probabilities.shape
-    fixed = (probabilities * _FIXED_ONE).astype(np.uint64)
-    high = (fixed >> _HALF).astype(np.int64)
-    low = (fixed & _LOW_MASK).astype(np.int64)
+    fixed = (probabilities * _FIXED_ONE).astype(np.int64)
+    high = fixed >> _HALF
+    low = np.bitwise_and(fixed, _LOW_MASK, out=fixed)
     rows, cols = np.nonzero(probabilities > 1.0 / n_bins)
     return ClasswiseUpdate(
         n_rows=n,
         label_counts=np.bincount(labels, minlength=n_classes),
-        high_totals=high.sum(axis=0),  # < 2**31 per entry: no int64 overflow below 2**32 rows
+        high_totals=high.sum(axis=0),  # <= 2**31 per entry: no int64 overflow below 2**32 rows
         low_totals=low.sum(axis=0),
         cols=cols,
         cells=cols * n_bins + equal_width_bin(probabilities[rows, cols], n_bins),

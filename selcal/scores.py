@@ -83,8 +83,9 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
 
 def _scale_to_unit(values: np.ndarray) -> np.ndarray:
     """Divide each row by the power of two just above its largest |value|: exact, and |result| < 1."""
-    exponent = np.frexp(np.abs(values).max(axis=1))[1]
-    return np.ldexp(values, -exponent[:, None])
+    exponent = np.maximum(np.frexp(np.abs(values).max(axis=1))[1], -1020)  # 2**1020 is finite
+    values *= np.ldexp(1.0, -exponent)[:, None]  # a power of two: the product is exact
+    return values
 
 
 def _normalised_magnitudes(logits: np.ndarray, center: bool):
