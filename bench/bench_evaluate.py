@@ -30,7 +30,16 @@ sys.path.insert(0, str(HERE))
 from make_dumps import write_dump  # noqa: E402
 
 FLOOR = """
-import json, resource, sys, time
+import json, sys, time
+
+
+def peak_mb():
+    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+
 import numpy as np, pyarrow.parquet as pq
 start = time.perf_counter()
 for path in sys.argv[1:3]:
@@ -47,7 +56,16 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 """
 
 SELCAL = """
-import json, resource, sys, time
+import json, sys, time
+
+
+def peak_mb():
+    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+
 import selcal
 stream = {"auto": None, "yes": True, "no": False}[sys.argv[3]]
 start = time.perf_counter()

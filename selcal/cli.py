@@ -396,5 +396,57 @@ def compare(
     raise typer.Exit(report.exit_code)
 
 
+@app.command()
+def dump(
+    model: str = typer.Argument(..., metavar="MODEL", help="timm model name, e.g. resnet50.a1_in1k (timm.list_models()).", show_default=False),
+    data: Path = typer.Option(..., "--data", metavar="DIR", help="Image folder: DIR/CLASS/IMAGE (ImageFolder layout), or flat with --labels.", show_default=False),
+    out: Path = typer.Option(..., "--out", metavar="OUT.parquet", help="The dump to write (written as OUT.parquet.partial, renamed when complete).", show_default=False),
+    pretrained: bool = typer.Option(False, "--pretrained", help="Load timm's pretrained weights for MODEL (a download, unless cached)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", metavar="PATH", help="Load weights from a local checkpoint (.pth, .pt, .bin, .safetensors)."),
+    class_map: Optional[Path] = typer.Option(None, "--class-map", metavar="FILE", help="Class folder name -> label index (JSON or text), e.g. imagenet_class_index.json."),
+    labels: Optional[Path] = typer.Option(None, "--labels", metavar="CSV", help="Labels of a flat folder: CSV with the columns path,label."),
+    num_classes: Optional[int] = typer.Option(None, "--num-classes", metavar="K", help="Create the model with K outputs (a checkpoint trained on other classes)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Logits dtype in the file: float32 or float16 (half the size)."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Fraction of the images whose split is 'val' (by a seeded hash of the id)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and of the --limit sample."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Images per forward pass."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(4, CPUs); 0 loads in the main process).", show_default=False),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N, or auto (cuda when available)."),
+    limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only a seeded sample of N images, for a quick look."),
+    errors: Optional[Path] = typer.Option(None, "--errors", metavar="FILE", help="List the unreadable images there: path<TAB>reason per line."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT even if it is a complete dump, or one made with other settings."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+):
+    """Run a timm model over an image folder and write its logits, labels, ids and split (needs the timm extra)."""
+    from . import dump as dumping  # torch, torchvision and timm are imported there, when needed
+
+    status = None if quiet else (lambda text: typer.echo(f"selcal: {text}", err=True))
+    try:
+        with dumping.progress_bar(enabled=not quiet) as progress:
+            summary = dumping.run_dump(
+                model, data, out, pretrained=pretrained, checkpoint=checkpoint, class_map=class_map, labels_csv=labels,
+                num_classes=num_classes, dtype=dtype, val_fraction=val_fraction, seed=seed, batch_size=batch_size,
+                workers=workers, device=device, limit=limit, errors_path=errors, overwrite=overwrite,
+                progress=progress, status=status,
+            )
+    except SelcalError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # a full disk or a vanished folder while writing
+        _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    if summary.skipped_complete:
+        if not quiet:
+            typer.echo(f"selcal: {out}: complete with the same settings ({summary.n_images} images); skipped "
+                       "(--overwrite to redo)", err=True)
+        return
+    for warning in summary.warnings:
+        typer.echo(f"selcal: warning: {warning}", err=True)
+    if not quiet:
+        skipped = f", {summary.n_unreadable} unreadable images skipped" if summary.n_unreadable else ""
+        if summary.n_unreadable and summary.errors_path is None:
+            skipped += " (list them with --errors FILE)"
+        typer.echo(f"selcal: wrote {out}: {summary.rows} rows, K = {summary.num_classes}{skipped}; "
+                   f"{summary.images_per_second:,.1f} images/s on {summary.device}", err=True)
+
+
 if __name__ == "__main__":  # pragma: no cover
     run()

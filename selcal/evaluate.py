@@ -284,10 +284,6 @@ def reduce_rows(
 
 
 # ------------------------------------------------------------------------- metrics
-def _mean(values: np.ndarray) -> float:
-    return math.fsum(values) / values.size
-
-
 def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
     curve = selective.risk_coverage(score, correct)
     metrics = selective.selective_metrics(
@@ -375,7 +371,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
         error=float(np.count_nonzero(~correct) / n),
-        nll=_mean(rows.nll), brier=_mean(rows.brier),
+        nll=scores.exact_mean(rows.nll), brier=scores.exact_mean(rows.brier),
         cece=calibration.classwise_calibration_error(rows.classwise),
         warnings=warnings, extra=dict(extra or {}), rows=rows,
     )
@@ -399,7 +395,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
         curve, metrics = _score_metrics(rows.temp_log_msp, correct, options)
         metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins))
         metrics.update(
-            temperature=temp_fit.temperature, nll=_mean(rows.temp_nll), brier=_mean(rows.temp_brier),
+            temperature=temp_fit.temperature, nll=scores.exact_mean(rows.temp_nll), brier=scores.exact_mean(rows.temp_brier),
             cece=calibration.classwise_calibration_error(rows.temp_classwise),
             val_nll_before=temp_fit.nll_before, val_nll_after=temp_fit.nll_after,
             gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback,
@@ -447,21 +443,21 @@ def data_warnings(rows: RowReduction) -> list[str]:
     return warnings
 
 
-def check_ids(test: Dump, val: Dump | None) -> None:
+def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=None) -> None:
     """Refuse duplicate ids within a file, and ids shared by a TEST file and its --val file."""
-    for dump in (test, val):
-        if dump is not None and dump.ids is not None:
-            unique, first, counts = np.unique(dump.ids, return_index=True, return_counts=True)
+    for path, ids in ((test_path, test_ids), (val_path, val_ids)):
+        if ids is not None:
+            unique, counts = np.unique(ids, return_counts=True)
             if (counts > 1).any():
                 duplicate = unique[counts > 1][0]
-                rows = np.flatnonzero(dump.ids == duplicate)[:2].tolist()
-                raise SelcalError(f"{dump.path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row "
+                rows = np.flatnonzero(ids == duplicate)[:2].tolist()
+                raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row "
                                   f"{rows[0]}; every row needs its own id")
-    if val is not None and test.ids is not None and val.ids is not None:
-        shared = np.intersect1d(test.ids, val.ids)
+    if test_ids is not None and val_ids is not None:
+        shared = np.intersect1d(test_ids, val_ids)
         if shared.size:
-            row = int(np.flatnonzero(val.ids == shared[0])[0])
-            raise SelcalError(f"{val.path}: column 'id', row {row}: id {str(shared[0])!r} is also in {test.path}; "
+            row = int(np.flatnonzero(val_ids == shared[0])[0])
+            raise SelcalError(f"{val_path}: column 'id', row {row}: id {str(shared[0])!r} is also in {test_path}; "
                               "validation rows must not be evaluation rows")
 
 
@@ -480,7 +476,7 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
-    check_ids(test, val)
+    check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None)
     val_rows, eval_rows, rule = split_rows(test, val, options)
     extra = {"val_path": val.path if val is not None else None}
     if rule == "holdout":
@@ -573,6 +569,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     if test.num_kept_rows == 0:
         raise SelcalError(f"{test.path}: column '{test.label_col}': every row has the ignored label "
                           f"{test.ignore_label}; nothing to evaluate")
+    check_ids(test.path, test.id_column(), val.path if val is not None else None,
+              val.id_column() if val is not None else None)
     split = test.split_column()
     eval_mask = None
     if val is not None:

@@ -175,6 +175,10 @@ class DumpSource:
         """Rows left after dropping the ignored label."""
         return self._kept()[0]
 
+    def id_column(self) -> np.ndarray | None:
+        """The id of every kept row (None without an id column), read without the logits."""
+        return None
+
     def split_column(self) -> np.ndarray | None:
         """The split value of every kept row (None without a split column), read without the logits."""
         return self._kept()[1]
@@ -329,6 +333,9 @@ class ParquetSource(DumpSource):
             raise _corrupt(path, exc) from None
         self.num_rows = int(self.file.metadata.num_rows)
         names = schema.names
+        duplicated = sorted({name for name in names if names.count(name) > 1})
+        if duplicated:
+            raise _fail(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
         if label_col not in names:
             raise _fail(path, None, None,
                         f"no label column '{label_col}' (columns: {', '.join(names)}); name it with --label-col")
@@ -344,6 +351,10 @@ class ParquetSource(DumpSource):
                 raise _fail(path, "split", None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
             self.split_col = "split"
         self.id_col = "id" if "id" in names else None
+        if self.id_col is not None:
+            id_type = schema.field("id").type
+            if pa.types.is_nested(id_type):
+                raise _fail(path, "id", None, f"has type {id_type}; ids must be single values (strings or numbers)")
         if group_col is not None and group_col not in names:
             raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
         self.group_col = group_col
@@ -361,6 +372,8 @@ class ParquetSource(DumpSource):
             list_columns = [f.name for f in schema if _is_list(f.type)]
             if "logits" in names:
                 logits_col = "logits"
+            elif any(_WIDE_LOGIT.match(name) for name in names):
+                return "logit_*", _wide_columns(path, schema)  # named for the purpose: beats another list
             elif len(list_columns) == 1:
                 logits_col = list_columns[0]
             elif len(list_columns) > 1:
@@ -382,6 +395,19 @@ class ParquetSource(DumpSource):
         if value_type not in _FLOAT_TYPES:
             raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
         return logits_col, None
+
+    def id_column(self) -> np.ndarray | None:
+        if self.id_col is None:
+            return None
+        try:
+            table = self.file.read(columns=[self.label_col, self.id_col])
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        ids = _strings(self.path, "id", table.column(self.id_col))
+        if self.ignore_label is not None:
+            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            ids = ids[labels != self.ignore_label]
+        return ids
 
     def _labels_and_split(self):
         columns = [self.label_col] + ([self.split_col] if self.split_col else [])
@@ -461,24 +487,34 @@ def _first_null_row(array: pa.Array) -> int:
 
 
 def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classes: int | None) -> np.ndarray:
-    """The (rows, K) logits of a list column; ``n_classes`` is row 0's K once known."""
+    """The (rows, K) logits of a list column; ``n_classes`` is row 0's K once known.
+
+    Of null rows, null logits, rows of another length and empty rows, the first offending
+    row is the one named.
+    """
+    problems = []
     if array.null_count:
-        raise _fail(path, name, first_row + _first_null_row(array), "is null; every row needs its K logits")
-    lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
-    if lengths.size == 0:
-        return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
-    n_classes = int(lengths[0]) if n_classes is None else n_classes
-    ragged = np.flatnonzero(lengths != n_classes)
-    if ragged.size:
-        row = int(ragged[0])
-        raise _fail(path, name, first_row + row,
-                    f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K")
-    if n_classes == 0:
-        raise _fail(path, name, first_row, "is an empty list; every row needs its K logits")
+        problems.append((_first_null_row(array), "is null; every row needs its K logits"))
     values = array.flatten()
     if values.null_count:
-        raise _fail(path, name, first_row + _first_null_row(values) // n_classes,
-                    "holds a null logit; store finite numbers")
+        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+        problems.append((int(parents[_first_null_row(values)]), "holds a null logit; store finite numbers"))
+    lengths = pc.fill_null(pc.list_value_length(array), 0 if n_classes is None else n_classes)
+    lengths = lengths.to_numpy(zero_copy_only=False)
+    if lengths.size == 0:
+        return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
+    if n_classes is None:
+        n_classes = int(lengths[np.flatnonzero(~pc.is_null(array).to_numpy(zero_copy_only=False))[0]]) \
+            if array.null_count < len(array) else 1
+    ragged = np.flatnonzero((lengths != n_classes) & ~pc.is_null(array).to_numpy(zero_copy_only=False))
+    if ragged.size:
+        row = int(ragged[0])
+        problems.append((row, f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K"))
+    if n_classes == 0:
+        problems.append((0, "is an empty list; every row needs its K logits"))
+    if problems:
+        row, message = min(problems)
+        raise _fail(path, name, first_row + row, message)
     return values.to_numpy(zero_copy_only=False).reshape(-1, n_classes)
 
 

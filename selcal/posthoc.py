@@ -27,7 +27,7 @@ def mean_nll(logits: np.ndarray, labels: np.ndarray, inverse_temperature: float 
         index = np.arange(chunk_labels.size)
         gap = chunk[index, pred] - chunk[index, chunk_labels]
         per_row.append(inverse_temperature * gap + np.log1p(rest))
-    return math.fsum(np.concatenate(per_row)) / labels.size
+    return scores.exact_mean(np.concatenate(per_row))
 
 
 @dataclass
@@ -46,26 +46,37 @@ class TemperatureFit:
 
 
 class _ScaledNll:
-    """NLL(beta), its first two derivatives, on logits shifted so the top logit is 0."""
+    """NLL as a function of beta' = beta s, and its first two derivatives.
+
+    The logits are shifted so each row's top logit is 0 and divided by s, a power of two
+    at least the largest spread v_max - v_min of a row (exact): d' = (v - v_max) / s lies
+    in [-1, 0] whatever the logits' magnitude (1e-3 or 1e300), so nothing overflows and
+    the search for beta' starts at the right scale.
+    """
 
     def __init__(self, logits: np.ndarray, labels: np.ndarray):
         self.logits, self.labels, self.n = logits, labels, labels.size
         self.chunks = list(scores.row_chunks(*logits.shape))
+        spread = 0.0
+        for rows in self.chunks:
+            chunk = np.asarray(logits[rows], dtype=np.float64)
+            spread = max(spread, float(np.max(chunk.max(axis=1) * 0.5 - chunk.min(axis=1) * 0.5)))
+        self.scale = math.ldexp(1.0, math.frexp(spread)[1] + 1) if spread > 0 else 1.0
         label_shift, mean_shift = [], []
         for shifted, rows in self._shifted():
             label_shift.append(shifted[np.arange(shifted.shape[0]), labels[rows]])
             mean_shift.append(shifted.mean(axis=1))
-        self.label_shift = np.concatenate(label_shift)  # d_iy <= 0
-        self.mean_shift = np.concatenate(mean_shift)  # mean_k d_ik: E_p[d] at beta = 0
+        self.label_shift = np.concatenate(label_shift)  # d'_iy <= 0
+        self.mean_shift = np.concatenate(mean_shift)  # mean_k d'_ik: E_p[d'] at beta = 0
 
     def _shifted(self):
-        """d = v - v_max (<= 0) by row chunks, in float64: the logits are never copied whole."""
+        """d' = (v - v_max) / s by row chunks, in float64: the logits are never copied whole."""
         for rows in self.chunks:
-            chunk = np.asarray(self.logits[rows], dtype=np.float64)
+            chunk = np.asarray(self.logits[rows], dtype=np.float64) / self.scale
             yield chunk - chunk.max(axis=1, keepdims=True), rows
 
     def derivatives(self, beta: float) -> tuple[float, float]:
-        """dNLL/dbeta = mean(E_p[d] - d_y) and d2NLL/dbeta2 = mean(Var_p[d])."""
+        """dNLL/dbeta' = mean(E_p[d'] - d'_y) and d2NLL/dbeta'2 = mean(Var_p[d'])."""
         mean_d, variance = [], []
         for shifted, _ in self._shifted():
             weights = np.exp(beta * shifted)
@@ -83,9 +94,10 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     """Temperature T > 0 minimising the validation NLL of softmax(v / T), solved exactly.
 
     The NLL is convex in beta = 1/T, so its minimiser is the root of dNLL/dbeta. The root
-    is bracketed (dNLL/dbeta < 0 at beta -> 0+ and > 0 past the minimiser) and found by
-    Newton's method safeguarded by bisection, until |dNLL/dbeta| < 1e-9 or the bracket
-    is as narrow as float64 allows. No fixed step count, no learning rate.
+    is bracketed (dNLL/dbeta < 0 at beta -> 0+ and > 0 past the minimiser), starting from
+    T = the logits' spread, and found by Newton's method safeguarded by bisection, until |dNLL/dbeta| < 1e-9
+    or the bracket is as narrow as float64 allows (logits of magnitude 1e300). No fixed
+    step count, no learning rate.
 
     When no finite T > 0 minimises the NLL, T = 1 is kept and ``fallback`` says why:
     ``"no validation errors"`` (NLL decreases forever as T -> 0) or
@@ -98,9 +110,11 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     labels = np.asarray(labels, dtype=np.int64)
     nll = _ScaledNll(logits, labels)
     before = mean_nll(logits, labels)
+    scale = nll.scale  # beta' = beta * scale; dNLL/dbeta = scale * dNLL/dbeta'
+    tolerance = GRADIENT_TOLERANCE / max(scale, 1.0)  # |dNLL/dbeta| < 1e-9, and |dNLL/dbeta'| < 1e-9
 
     def keep_one(reason: str, gradient: float) -> TemperatureFit:
-        return TemperatureFit(1.0, before, before, gradient, 0, fallback=reason)
+        return TemperatureFit(1.0, before, before, gradient * scale, 0, fallback=reason)
 
     gradient_at_zero = math.fsum(nll.mean_shift - nll.label_shift) / nll.n
     if gradient_at_zero >= 0:
@@ -108,15 +122,12 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     if not (nll.label_shift < 0).any():
         # Every label attains its row's top logit: dNLL/dbeta < 0 for every beta, no root.
         return keep_one("no validation errors", gradient_at_zero)
-    # Find an upper end of the bracket: beta with a positive gradient.
+    # Bracket the root: start at T = scale (beta' = 1), double beta' until the gradient turns positive.
     low, high = 0.0, None
     beta = 1.0
     for _ in range(2100):
         gradient, curvature = nll.derivatives(beta)
-        if abs(gradient) < GRADIENT_TOLERANCE:
-            high = beta
-            break
-        if gradient > 0:
+        if gradient > 0 or abs(gradient) < tolerance:
             high = beta
             break
         low = beta
@@ -127,22 +138,29 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
         return keep_one("no validation errors", gradient)
     # Safeguarded Newton inside [low, high].
     iterations = 0
-    while abs(gradient) >= GRADIENT_TOLERANCE and iterations < max_iterations:
+    while abs(gradient) >= tolerance and iterations < max_iterations:
         iterations += 1
         if gradient > 0:
             high = beta
         else:
             low = beta
         step = beta - gradient / curvature if curvature > 0 else math.nan
-        beta = step if low < step < high else 0.5 * (low + high)
+        halfway = math.sqrt(low * high) if low > 0 else 0.5 * high  # bisect in log scale
+        beta = step if low < step < high else halfway
         if not low < beta < high:  # the bracket cannot shrink any further
             break
         gradient, curvature = nll.derivatives(beta)
+    if curvature > 0 and gradient != 0:
+        # One more Newton step past the tolerance: quadratic convergence takes T to the last digits.
+        polished = beta - gradient / curvature
+        polished_gradient, polished_curvature = nll.derivatives(polished)
+        if abs(polished_gradient) < abs(gradient):
+            beta, gradient = polished, polished_gradient
     return TemperatureFit(
-        temperature=1.0 / beta,
+        temperature=scale / beta,
         nll_before=before,
-        nll_after=mean_nll(logits, labels, beta),
-        gradient=gradient,
+        nll_after=mean_nll(logits, labels, beta / scale),
+        gradient=gradient * scale,
         iterations=iterations,
     )
 

@@ -6,6 +6,8 @@ float64 value per row (higher = more confident).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -36,6 +38,20 @@ def row_chunks(n_rows: int, n_classes: int, rows_per_chunk: int | None = None):
     step = rows_per_chunk or max(1, CHUNK_ELEMENTS // max(n_classes, 1))
     for start in range(0, n_rows, step):
         yield slice(start, min(start + step, n_rows))
+
+
+def exact_mean(values: np.ndarray) -> float:
+    """The mean of float64 values from their exact (correctly rounded) sum, ``math.fsum``.
+
+    Independent of the order of the values. Values near float64's largest are first
+    scaled by a power of two (exact), so the sum cannot overflow.
+    """
+    values = np.asarray(values, dtype=np.float64).ravel()
+    try:
+        return math.fsum(values) / values.size
+    except OverflowError:
+        shift = values.size.bit_length()
+        return math.ldexp(math.fsum(np.ldexp(values, -shift)) / values.size, shift)
 
 
 def row_sums(terms: np.ndarray) -> np.ndarray:

@@ -1,0 +1,926 @@
+"""Figures from result objects (CONVENTIONS.md, "Plots").
+
+Two layers, kept apart so that what is drawn can be tested without looking at pixels:
+
+* **data preparation**, pure functions of arrays (:func:`rc_curve_points`,
+  :func:`reliability_data`, :func:`sliding_window_stats`, :func:`ls_ceiling_share`,
+  :func:`pnorm_search_data`, :func:`errors_at_coverage_by_group`): arrays in, arrays
+  out, no matplotlib;
+* **drawing**, which takes :class:`~selcal.report.ModelResult` objects, reads every
+  number from them (metrics, curves, per-row values; nothing is re-measured) and builds
+  :class:`matplotlib.figure.Figure` objects on the Agg canvas. pyplot is never used, so
+  no figure is registered globally, the style is applied through ``rc_context`` only,
+  and a figure is released as soon as it is written: plotting 50 models does not grow
+  memory or change the caller's matplotlib state.
+
+Files are written through :func:`selcal.io.atomic_write`, so an interrupted run leaves no
+half-written figure. matplotlib is imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import math
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import calibration
+from .errors import SelcalError
+from .io import atomic_write
+
+__all__ = [
+    "PLOT_FORMATS",
+    "FIGURE_KINDS",
+    "RCPoints",
+    "rc_curve_points",
+    "ReliabilityData",
+    "reliability_data",
+    "WindowSeries",
+    "SlidingWindowStats",
+    "sliding_window_stats",
+    "LSCeiling",
+    "ls_ceiling_share",
+    "PnormSearch",
+    "pnorm_search_data",
+    "GroupErrors",
+    "errors_at_coverage_by_group",
+    "RenderedFigure",
+    "figure_rc",
+    "figure_rc_overlay",
+    "figure_reliability",
+    "figure_vmax_msp",
+    "figure_vmax_msp_overlay",
+    "figure_pnorm_search",
+    "figure_errors_by_group",
+    "render_figures",
+    "write_plots",
+]
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+FIGURE_KINDS = ("rc", "reliability", "vmax_msp", "pnorm_search")
+DEFAULT_MAX_POINTS = 4000
+DEFAULT_AT_COVERAGE = 0.1
+OVERLAY_LEGEND_MODELS = 8  # more models: overlay_rc names them in one shared legend
+OVERLAY_VMAX_MODELS = 6  # more models: no overlay_vmax_msp (the per-model files remain)
+
+SCORE_LABELS = {
+    "msp": "MSP",
+    "max_logit": "max logit",
+    "pnorm": "p-norm",
+    "temp": "temperature-scaled MSP",
+}
+SCORE_COLOURS = {"msp": "#1f77b4", "max_logit": "#ff7f0e", "pnorm": "#2ca02c", "temp": "#9467bd"}
+# temp ranks almost like msp: dashed, so that the curve beneath stays visible.
+SCORE_STYLES = {"temp": (0, (5, 2))}
+CORRECT_COLOUR, ERROR_COLOUR = "#1f77b4", "#d62728"
+
+
+# ========================================================================== data
+@dataclass(frozen=True)
+class RCPoints:
+    """Vertices of the drawn risk-coverage curve, in percent.
+
+    The curve is the step function that the operating points define: at a coverage c
+    the risk is that of the first operating point whose coverage is at least c (the
+    rule of ``risk@c``), so a tie group accepted at once is a horizontal step across the
+    coverage it adds, followed by a vertical jump to the next group's risk.
+    """
+
+    coverage: np.ndarray
+    risk: np.ndarray
+    thinned: bool
+
+
+def rc_curve_points(curve, max_points: int | None = DEFAULT_MAX_POINTS) -> RCPoints:
+    """Step coordinates (coverage %, risk %) of a :class:`~selcal.selective.RiskCoverage`.
+
+    Parameters
+    ----------
+    curve : RiskCoverage
+        Tie-grouped operating points (``accepted``, ``errors``, ``n``).
+    max_points : int or None
+        Above this many vertices the polyline is thinned by min/max decimation: the
+        coverage axis is cut into ``max_points // 4`` equal buckets and each bucket keeps
+        its first and last vertex and the vertices of its lowest and highest risk, in
+        order. Every kept vertex is an exact vertex of the full curve, the segments
+        between buckets are exact, and inside a bucket (0.1% of coverage by default,
+        below a pixel) the drawn band spans the same risks, so the shape does not change.
+        ``None`` never thins.
+
+    Returns
+    -------
+    RCPoints
+        ``coverage`` starts at 0 and ends at 100; ``risk`` holds r_g on (c_{g-1}, c_g].
+
+    Examples
+    --------
+    >>> from selcal.selective import risk_coverage
+    >>> pts = rc_curve_points(risk_coverage([0.9, 0.8, 0.8, 0.1], [True, True, False, False]))
+    >>> pts.coverage.tolist()
+    [0.0, 25.0, 25.0, 75.0, 75.0, 100.0]
+    >>> [round(r, 2) for r in pts.risk.tolist()]
+    [0.0, 0.0, 33.33, 33.33, 50.0, 50.0]
+    """
+    coverage = 100.0 * (np.asarray(curve.accepted, dtype=np.float64) / curve.n)
+    risk = 100.0 * (np.asarray(curve.errors, dtype=np.float64) / np.asarray(curve.accepted, dtype=np.float64))
+    g = coverage.size
+    x = np.empty(2 * g)
+    x[0] = 0.0
+    x[1::2] = coverage
+    x[2::2] = coverage[:-1]
+    y = np.repeat(risk, 2)
+    if max_points is None or x.size <= max_points:
+        return RCPoints(x, y, thinned=False)
+    keep = _minmax_decimation(x, y, max(1, int(max_points) // 4), 100.0)
+    return RCPoints(x[keep], y[keep], thinned=True)
+
+
+def _minmax_decimation(x: np.ndarray, y: np.ndarray, n_buckets: int, x_max: float) -> np.ndarray:
+    """Indices to keep: first, last, argmin and argmax of y in each x bucket (x nondecreasing)."""
+    bucket = np.minimum((x / x_max * n_buckets).astype(np.int64), n_buckets - 1)
+    starts = np.flatnonzero(np.diff(bucket, prepend=-1))
+    ends = np.append(starts[1:], x.size)
+    keep = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        segment = y[a:b]
+        keep.extend((a, b - 1, a + int(np.argmin(segment)), a + int(np.argmax(segment))))
+    return np.unique(np.asarray(keep, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class ReliabilityData:
+    """Per-bin numbers of a reliability diagram (equal-width bins; NaN where a bin is empty)."""
+
+    edges: np.ndarray
+    count: np.ndarray
+    accuracy: np.ndarray
+    confidence: np.ndarray
+    n: int
+    overall_accuracy: float
+    overall_confidence: float
+
+    @property
+    def empty(self) -> np.ndarray:
+        return self.count == 0
+
+    @property
+    def gap(self) -> np.ndarray:
+        """confidence - accuracy per bin (positive: over-confident); NaN for empty bins."""
+        return self.confidence - self.accuracy
+
+    def ece(self) -> float:
+        """sum_b (n_b/N) |acc_b - conf_b| over the non-empty bins (equals the reported ECE)."""
+        full = ~self.empty
+        return math.fsum(self.count[full] * np.abs(self.gap[full])) / self.n
+
+
+def reliability_data(confidence, correct, n_bins: int = calibration.DEFAULT_BINS) -> ReliabilityData:
+    """Bins of the reliability diagram, from :func:`selcal.calibration.binned_calibration`.
+
+    Examples
+    --------
+    >>> d = reliability_data([0.9, 0.9, 0.6, 0.6], [1, 0, 1, 1], n_bins=10)
+    >>> d.count.tolist()[5], d.accuracy.tolist()[5], d.accuracy.tolist()[8]
+    (2.0, 1.0, 0.5)
+    >>> round(d.ece(), 12)
+    0.4
+    """
+    binned = calibration.binned_calibration(confidence, correct, n_bins)
+    count = binned.count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = np.where(count > 0, binned.hits / count, np.nan)
+        mean_confidence = np.where(count > 0, binned.confidence_sum / count, np.nan)
+    n = int(count.sum())
+    return ReliabilityData(
+        edges=np.arange(n_bins + 1, dtype=np.float64) / n_bins,
+        count=count,
+        accuracy=accuracy,
+        confidence=mean_confidence,
+        n=n,
+        overall_accuracy=float(binned.hits.sum() / n),
+        overall_confidence=math.fsum(binned.confidence_sum) / n,
+    )
+
+
+@dataclass(frozen=True)
+class WindowSeries:
+    """mean and std of v_max per window for one subset (NaN where the window is skipped)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    count: np.ndarray
+
+
+@dataclass(frozen=True)
+class SlidingWindowStats:
+    """Windows [lo, hi) of MSP (the last one closed at 1) and the statistics in each."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    correct: WindowSeries
+    incorrect: WindowSeries
+
+    @property
+    def centre(self) -> np.ndarray:
+        return (self.lo + self.hi) / 2
+
+    @property
+    def difference(self) -> np.ndarray:
+        """Mean v_max of the incorrect minus that of the correct (NaN where either is skipped)."""
+        return self.incorrect.mean - self.correct.mean
+
+
+def sliding_window_stats(msp, vmax, correct, width: float = 0.05, step: float = 0.01,
+                         min_count: int = 10) -> SlidingWindowStats:
+    """v_max given the MSP, for correct and incorrect predictions separately.
+
+    Windows are [i * step, i * step + width) for i = 0, 1, ... while they fit in [0, 1];
+    a window reaching 1 is closed on the right, so MSP = 1 is counted. In each window and
+    subset, the mean and the (population) standard deviation of v_max; windows with fewer
+    than ``min_count`` samples of a subset are skipped for that subset (NaN, which the
+    drawing shows as a gap rather than a line across).
+
+    References
+    ----------
+    Xia et al., "Understanding why label smoothing degrades selective classification",
+    2024, fig. 9 right (0.05-wide sliding window).
+
+    Examples
+    --------
+    >>> s = sliding_window_stats([0.5] * 10 + [0.9] * 3, [1.0] * 10 + [2.0] * 3, [True] * 13)
+    >>> float(s.correct.mean[s.lo.tolist().index(0.46)]), int(np.isnan(s.correct.mean).sum())
+    (1.0, 91)
+    """
+    msp = np.asarray(msp, dtype=np.float64)
+    vmax = np.asarray(vmax, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    if not (msp.shape == vmax.shape == correct.shape):
+        raise ValueError("msp, vmax and correct must have the same length")
+    if not (0 < width <= 1 and 0 < step <= 1):
+        raise ValueError("width and step must be in (0, 1]")
+    n_windows = int(math.floor((1.0 - width) / step + 1e-9)) + 1
+    lo = np.round(np.arange(n_windows) * step, 12)
+    hi = np.round(lo + width, 12)
+    series = {}
+    for name, subset in (("correct", correct), ("incorrect", ~correct)):
+        m, v = msp[subset], vmax[subset]
+        mean = np.full(n_windows, np.nan)
+        std = np.full(n_windows, np.nan)
+        count = np.zeros(n_windows, dtype=np.int64)
+        for i in range(n_windows):
+            inside = (m >= lo[i]) & ((m < hi[i]) | (hi[i] >= 1.0) & (m <= 1.0))
+            count[i] = np.count_nonzero(inside)
+            if count[i] >= min_count:
+                values = v[inside]
+                mean[i] = math.fsum(values) / values.size
+                std[i] = math.sqrt(math.fsum((values - mean[i]) ** 2) / values.size)
+        series[name] = WindowSeries(mean, std, count)
+    return SlidingWindowStats(lo, hi, series["correct"], series["incorrect"])
+
+
+@dataclass(frozen=True)
+class LSCeiling:
+    """The label-smoothing target ceiling, the share of samples whose MSP exceeds it, and
+    the error rate among those samples (``None`` when correctness was not given or none exceed)."""
+
+    alpha: float
+    ceiling: float
+    share_above: float
+    error_rate_above: float | None
+
+
+def ls_ceiling_share(msp, alpha: float, num_classes: int, correct=None) -> LSCeiling:
+    """The label-smoothing target ceiling (1 - alpha) + alpha / K and who exceeds it.
+
+    The LS training target of the true class never exceeds the ceiling, so an MSP above
+    it is one the training targets never asked for; Xia et al. (2024, sec. 3.1) find the
+    selective-classification damage of LS concentrated on these samples.
+
+    Examples
+    --------
+    >>> c = ls_ceiling_share([0.5, 0.95, 0.99, 0.91], 0.1, 10, correct=[True, True, False, True])
+    >>> round(c.ceiling, 12), c.share_above, c.error_rate_above
+    (0.91, 0.5, 0.5)
+    """
+    ceiling = (1.0 - alpha) + alpha / num_classes
+    msp = np.asarray(msp, dtype=np.float64)
+    above = msp > ceiling
+    error_rate = None
+    if correct is not None and above.any():
+        error_rate = float(np.count_nonzero(above & ~np.asarray(correct, dtype=bool)) / np.count_nonzero(above))
+    return LSCeiling(float(alpha), ceiling, float(np.count_nonzero(above) / msp.size), error_rate)
+
+
+@dataclass(frozen=True)
+class PnormSearch:
+    """The validation objective of every p, MSP's, and what was chosen."""
+
+    p: np.ndarray
+    objective: np.ndarray
+    msp: float | None
+    chosen_p: int | None
+    fallback: bool
+    objective_name: str
+
+
+def pnorm_search_data(metrics: dict[str, Any]) -> PnormSearch:
+    """From a model's ``scores["pnorm"]`` dict (``val_objective``, ``val_objective_msp``, ``p``)."""
+    items = sorted((int(p), value) for p, value in metrics["val_objective"].items())
+    values = [np.nan if v is None else float(v) for _, v in items]
+    msp = metrics.get("val_objective_msp")
+    return PnormSearch(
+        p=np.array([p for p, _ in items], dtype=np.int64),
+        objective=np.array(values, dtype=np.float64),
+        msp=None if msp is None else float(msp),
+        chosen_p=metrics.get("p"),
+        fallback=bool(metrics.get("fallback", False)),
+        objective_name=str(metrics.get("objective", "aurc")),
+    )
+
+
+@dataclass(frozen=True)
+class GroupErrors:
+    """Errors accepted at one operating point, split by group."""
+
+    target_coverage: float
+    coverage: float
+    accepted: int
+    errors: int
+    groups: dict[str, int]
+    accepted_by_group: dict[str, int]
+
+
+def errors_at_coverage_by_group(curve, score, correct, groups, coverage: float = DEFAULT_AT_COVERAGE) -> GroupErrors:
+    """Errors accepted at the first operating point whose coverage reaches ``coverage``, by group.
+
+    The operating point is the one ``risk@c`` uses; it accepts every row whose score is
+    at least that point's threshold, so whole tie groups are accepted and the counts are
+    integers. The counts over the groups add up to the curve's error count there.
+
+    References
+    ----------
+    Xia et al. 2024, fig. 8 right (errors at 10% coverage, ImageNet vs ImageNet-Sketch).
+
+    Examples
+    --------
+    >>> from selcal.selective import risk_coverage
+    >>> score, ok = [0.9, 0.8, 0.7, 0.1], [False, True, False, True]
+    >>> e = errors_at_coverage_by_group(risk_coverage(score, ok), score, ok, ["a", "b", "b", "a"], 0.5)
+    >>> e.accepted, e.errors, e.groups
+    (2, 1, {'a': 1, 'b': 0})
+    """
+    if not 0 < coverage <= 1:
+        raise ValueError("coverage must be in (0, 1]")
+    score = np.asarray(score, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    groups = np.asarray(groups)
+    point = int(np.flatnonzero(curve.coverage >= coverage)[0])
+    accepted = score >= curve.thresholds[point]
+    names = sorted(set(groups.tolist()))
+    by_group = {str(g): int(np.count_nonzero(accepted & ~correct & (groups == g))) for g in names}
+    accepted_by_group = {str(g): int(np.count_nonzero(accepted & (groups == g))) for g in names}
+    return GroupErrors(
+        target_coverage=float(coverage),
+        coverage=float(curve.coverage[point]),
+        accepted=int(curve.accepted[point]),
+        errors=int(round(float(curve.errors[point]))),
+        groups=by_group,
+        accepted_by_group=accepted_by_group,
+    )
+
+
+# ======================================================================= drawing
+_STYLE = {
+    "font.size": 9.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 9.5,
+    "legend.fontsize": 8.5,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "savefig.dpi": 150,
+    "svg.hashsalt": "selcal",
+    "svg.fonttype": "path",
+    "pdf.fonttype": 42,
+}
+
+
+def _mpl():
+    """matplotlib's Figure and the Agg canvas, imported on first use (never pyplot)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return matplotlib, Figure, FigureCanvasAgg
+
+
+def _new_figure(width: float, height: float):
+    _, Figure, FigureCanvasAgg = _mpl()
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _pct(value) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{100 * value:.2f}%"
+
+
+def _score_detail(name: str, model) -> str:
+    """What was fitted for a score: ' (p = 2)', ' (falls back to MSP)', ' (T = 2.28)' or ''."""
+    metrics = model.scores.get(name, {})
+    if name == "pnorm":
+        if metrics.get("fallback"):
+            return " (falls back to MSP)"
+        if metrics.get("p") is not None:
+            return f" (p = {metrics['p']})"
+    if name == "temp" and metrics.get("temperature") is not None:
+        return f" (T = {metrics['temperature']:.2f})"
+    return ""
+
+
+def _score_label(name: str, model=None) -> str:
+    return SCORE_LABELS.get(name, name) + ("" if model is None else _score_detail(name, model))
+
+
+def _model_colours(count: int) -> list:
+    matplotlib, _, _ = _mpl()
+    if count <= 10:
+        cmap = matplotlib.colormaps["tab10"]
+        return [cmap(i) for i in range(count)]
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(i / max(count - 1, 1)) for i in range(count)]
+
+
+def _rc_ylim(curves: list[RCPoints], floor_pct: float) -> float:
+    """Top of the risk axis: the highest risk drawn at coverage >= 5% (above it the curve
+    is ruled by a handful of samples), with a margin; never below ``floor_pct``."""
+    top = floor_pct
+    for points in curves:
+        settled = points.coverage >= 5.0
+        if settled.any():
+            top = max(top, float(np.nanmax(points.risk[settled])))
+    return max(top * 1.12, 0.5)
+
+
+def _set_risk_axis(ax, top: float) -> None:
+    """Risk from 0 to ``top``, with a sliver below 0 so that zero risk is not hidden by the axis."""
+    ax.set_ylim(-0.012 * top, top)
+
+
+def _legend_below(ax, ncol: int = 1):
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, handlelength=1.8,
+              borderaxespad=0.0)
+
+
+def _draw_rc(ax, entries, error_rate_line=None):
+    """entries: (points, label, colour, linestyle). Axes in percent, legend below."""
+    for points, label, colour, style in entries:
+        # Above the axis spine, so that a stretch of zero risk stays visible.
+        ax.plot(points.coverage, points.risk, color=colour, linestyle=style, linewidth=1.4, label=label, zorder=3)
+    if error_rate_line is not None:
+        ax.axhline(100 * error_rate_line, color="0.45", linestyle=":", linewidth=1.0,
+                   label=f"error rate, no abstention ({100 * error_rate_line:.2f}%)")
+    ax.set_xlim(0, 100)
+    _set_risk_axis(ax, _rc_ylim([e[0] for e in entries], 100 * (error_rate_line or 0)))
+    ax.set_xlabel("coverage (% of samples accepted)")
+    ax.set_ylabel("risk (% errors among accepted)")
+
+
+def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
+    """Risk-coverage curves of every score of one model; AURC in the legend."""
+    figure = _new_figure(6.0, 4.9)
+    ax = figure.add_subplot()
+    entries = [
+        (rc_curve_points(curve, max_points),
+         f"{_score_label(name, model)}: AURC {_pct(model.scores[name].get('aurc'))}",
+         SCORE_COLOURS.get(name, "0.2"), SCORE_STYLES.get(name, "-"))
+        for name, curve in model.curves.items()
+    ]
+    _draw_rc(ax, entries, error_rate_line=model.error)
+    ax.set_title(f"{model.name}: risk–coverage\nerror {_pct(model.error)} on {model.n_eval:,} samples")
+    _legend_below(ax)
+    return figure
+
+
+def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points: int | None = DEFAULT_MAX_POINTS):
+    """One panel per score, one curve per model: the "vary only alpha" figure of Xia et al., fig. 1."""
+    if scores is None:
+        scores = [s for s in SCORE_LABELS if any(s in m.curves for m in models)]
+    scores = list(scores)
+    columns = 1 if len(scores) == 1 else 2
+    rows = math.ceil(len(scores) / columns)
+    # Up to OVERLAY_LEGEND_MODELS models, each panel's legend gives every model's AURC and error
+    # rate; beyond, one shared legend names the models (their numbers are in the tables).
+    per_panel = len(models) <= OVERLAY_LEGEND_MODELS
+    legend_height = 0.22 * len(models) + 0.3 if per_panel else 0.0
+    shared_height = 0.0 if per_panel else 0.2 * math.ceil(len(models) / 4) + 0.3
+    figure = _new_figure(5.6 * columns, rows * (3.9 + legend_height) + shared_height)
+    axes = figure.subplots(rows, columns, squeeze=False, sharex=True, sharey=True)
+    colours = _model_colours(len(models))
+    all_points = []
+    for ax, score in zip(axes.flat, scores):
+        entries = []
+        for model, colour in zip(models, colours):
+            if score not in model.curves:
+                continue
+            points = rc_curve_points(model.curves[score], max_points)
+            all_points.append(points)
+            label = (f"{model.name}{_score_detail(score, model)}: AURC {_pct(model.scores[score].get('aurc'))}, "
+                     f"error {_pct(model.error)}" if per_panel else model.name)
+            entries.append((points, label, colour, "-"))
+        _draw_rc(ax, entries)
+        ax.set_title(SCORE_LABELS.get(score, score))
+        ax.tick_params(labelbottom=True, labelleft=True)
+        if per_panel:
+            _legend_below(ax)
+    for ax in list(axes.flat)[len(scores):]:
+        ax.set_visible(False)
+    top = _rc_ylim(all_points, 100 * max(m.error for m in models))
+    for ax in axes.flat:
+        _set_risk_axis(ax, top)
+    if not per_panel:
+        handles = {}
+        for ax in axes.flat:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                if not label.startswith("error rate"):
+                    handles.setdefault(label, handle)
+        figure.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=7.5)
+    figure.suptitle("risk–coverage by score, one curve per model", fontsize=11)
+    return figure
+
+
+def _probability_scores(model) -> list[tuple[str, np.ndarray]]:
+    """(score, top-label confidence per row) for the probability scores of a model."""
+    out = []
+    if "msp" in model.scores:
+        out.append(("msp", np.exp(model.rows.log_msp)))
+    if "temp" in model.scores and model.rows.temp_log_msp is not None:
+        out.append(("temp", np.exp(model.rows.temp_log_msp)))
+    return out
+
+
+def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
+    """Reliability diagram (gap shaded, empty bins hatched) over a confidence histogram, per probability score."""
+    panels = _probability_scores(model)
+    if not panels:
+        return None
+    figure = _new_figure(max(4.6 * len(panels), 7.0), 6.4)
+    grid = figure.add_gridspec(2, len(panels), height_ratios=[3.0, 1.25])
+    legend_entries: dict[str, Any] = {}
+    for column, (score, confidence) in enumerate(panels):
+        data = reliability_data(confidence, model.rows.correct, n_bins)
+        ax = figure.add_subplot(grid[0, column])
+        hist = figure.add_subplot(grid[1, column], sharex=ax)
+        left, width = data.edges[:-1], np.diff(data.edges)
+        full = ~data.empty
+        ax.bar(left[full], data.accuracy[full], width=width[full], align="edge", color="#9ecae1",
+               edgecolor="#08519c", linewidth=0.8, label="accuracy in the bin")
+        low = np.minimum(data.accuracy, data.confidence)[full]
+        ax.bar(left[full], np.abs(data.gap[full]), bottom=low, width=width[full], align="edge",
+               color="#fb6a4a", alpha=0.45, edgecolor="#cb181d", linewidth=0.6, hatch="///",
+               label="gap to mean confidence")
+        if data.empty.any():
+            ax.bar(left[data.empty], np.ones(int(data.empty.sum())), width=width[data.empty], align="edge",
+                   color="none", edgecolor="0.72", linewidth=0.4, hatch="..", label="empty bin (no samples)")
+        ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, label="perfect calibration")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("accuracy")
+        ax.tick_params(labelbottom=False)
+        ece = model.scores[score].get("ece")
+        ax.set_title(f"{_score_label(score, model)}\nECE {_pct(ece)} ({n_bins} bins)")
+        handles, labels = ax.get_legend_handles_labels()
+        for handle, label in zip(handles, labels):
+            legend_entries.setdefault(label, handle)
+        hist.bar(left[full], data.count[full], width=width[full], align="edge", color="0.55", edgecolor="white",
+                 linewidth=0.5)
+        hist.set_yscale("log")
+        hist.set_ylim(0.7, data.n * 60)  # head room for the legend above the bars
+        hist.axvline(data.overall_accuracy, color="#08519c", linestyle="--", linewidth=1.0,
+                     label=f"accuracy {100 * data.overall_accuracy:.1f}%")
+        hist.axvline(data.overall_confidence, color="#cb181d", linestyle=":", linewidth=1.2,
+                     label=f"mean confidence {100 * data.overall_confidence:.1f}%")
+        hist.set_xlabel("confidence (top-label probability)")
+        hist.set_ylabel("samples (log)")
+        hist.legend(loc="upper left", fontsize=7.5)
+    figure.legend(list(legend_entries.values()), list(legend_entries), loc="outside lower center",
+                  ncol=len(legend_entries))
+    figure.suptitle(f"{model.name}: reliability on {model.n_eval:,} samples", fontsize=11)
+    return figure
+
+
+def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None):
+    """Mean ± std of v_max per MSP window (top) and the difference of the means (bottom).
+
+    Returns the legend entries ((handle, label): one per subset, then the ceiling line) and
+    the ceiling line (or None).
+    """
+    msp = np.exp(model.rows.log_msp)
+    stats = sliding_window_stats(msp, model.rows.max_logit, model.rows.correct)
+    x = stats.centre
+    entries = []
+    for series, colour, label in ((stats.correct, CORRECT_COLOUR, "correct ✓"),
+                                  (stats.incorrect, ERROR_COLOUR, "incorrect ✗")):
+        (line,) = ax.plot(x, series.mean, color=colour, linewidth=1.6, label=f"{label}: mean")
+        band = ax.fill_between(x, series.mean - series.std, series.mean + series.std, color=colour, alpha=0.18,
+                               linewidth=0, label=f"{label}: ± std")
+        entries.append(((band, line), f"{label}: mean ± std"))
+    diff_ax.axhline(0.0, color="0.5", linewidth=0.8)
+    diff_ax.plot(x, stats.difference, color="0.15", linewidth=1.4, label="✗ − ✓")
+    shown = ~(np.isnan(stats.correct.mean) & np.isnan(stats.incorrect.mean))
+    if shown.any():
+        ax.set_xlim(max(0.0, float(stats.lo[shown].min()) - 0.01), 1.0)
+    line = None
+    if ls_alpha:
+        c = ls_ceiling_share(msp, ls_alpha, model.num_classes, model.rows.correct)
+        above = "" if c.error_rate_above is None else f", {100 * c.error_rate_above:.1f}% of them wrong"
+        line = ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0,
+                          label=f"LS target ceiling (1−α)+α/K = {c.ceiling:.3f} (α = {ls_alpha:g}):\n"
+                                f"{100 * c.share_above:.1f}% of samples have a higher MSP{above}")
+        diff_ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0)
+    ax.tick_params(labelbottom=False)
+    ax.set_ylabel("max logit $v_{max}$ (mean ± std)")
+    diff_ax.set_ylabel("✗ − ✓ means")
+    diff_ax.set_xlabel("MSP (window centre; 0.05 wide, step 0.01)")
+    if line is not None:
+        entries.append((line, line.get_label()))
+    return entries, line
+
+
+def figure_vmax_msp(model, ls_alpha: float | None = None):
+    """v_max given the MSP for correct and incorrect predictions (Xia et al. 2024, fig. 9 right)."""
+    figure = _new_figure(6.0, 6.0)
+    grid = figure.add_gridspec(2, 1, height_ratios=[3.0, 1.0])
+    ax = figure.add_subplot(grid[0])
+    diff_ax = figure.add_subplot(grid[1], sharex=ax)
+    entries, _ = _draw_vmax_msp(ax, diff_ax, model, ls_alpha)
+    ax.set_title(f"{model.name}: max logit given MSP\n(windows with < 10 samples skipped)")
+    figure.legend([h for h, _ in entries], [lab for _, lab in entries], loc="outside lower center", ncol=1)
+    return figure
+
+
+def figure_vmax_msp_overlay(models, ls_alphas: Sequence[float | None] | None = None):
+    """The vmax_msp panels of several models side by side (same MSP axis)."""
+    ls_alphas = list(ls_alphas) if ls_alphas is not None else [None] * len(models)
+    columns = min(len(models), 3)
+    rows = math.ceil(len(models) / columns)
+    figure = _new_figure(4.9 * columns, 6.2 * rows)
+    grid = figure.add_gridspec(2 * rows, columns, height_ratios=[3.0, 1.0] * rows)
+    shared = {}
+    first = None
+    for index, (model, alpha) in enumerate(zip(models, ls_alphas)):
+        row, column = divmod(index, columns)
+        ax = figure.add_subplot(grid[2 * row, column], sharex=first)
+        first = first or ax
+        diff_ax = figure.add_subplot(grid[2 * row + 1, column], sharex=first)
+        entries, ceiling = _draw_vmax_msp(ax, diff_ax, model, alpha)
+        ax.set_title(model.name)
+        for handle, label in entries:
+            if handle is not ceiling:
+                shared.setdefault(label, handle)
+        if ceiling is not None:
+            diff_ax.legend([ceiling], [ceiling.get_label()], loc="upper center", bbox_to_anchor=(0.5, -0.42))
+    figure.legend(list(shared.values()), list(shared), loc="outside lower center", ncol=2)
+    figure.suptitle("max logit given MSP, correct vs incorrect (mean ± std in a sliding window)", fontsize=11)
+    return figure
+
+
+def figure_pnorm_search(model):
+    """Validation objective against p, MSP as a horizontal line, the chosen p marked."""
+    metrics = model.scores.get("pnorm")
+    if not metrics or "val_objective" not in metrics:
+        return None
+    data = pnorm_search_data(metrics)
+    name = data.objective_name.upper()
+    figure = _new_figure(6.0, 4.4)
+    ax = figure.add_subplot()
+    ax.plot(data.p, 100 * data.objective, color=SCORE_COLOURS["pnorm"], marker="o", markersize=4, linewidth=1.4,
+            label=f"p-norm score ({'centred' if metrics.get('center', True) else 'uncentred'})")
+    if data.msp is not None:
+        ax.axhline(100 * data.msp, color=SCORE_COLOURS["msp"], linestyle="--", linewidth=1.2,
+                   label=f"MSP: {100 * data.msp:.3f}%")
+    if data.chosen_p is not None and data.chosen_p in data.p.tolist():
+        best = 100 * data.objective[data.p.tolist().index(data.chosen_p)]
+        verdict = "MSP is kept (no worse on validation)" if data.fallback else "used on the evaluation rows"
+        ax.plot([data.chosen_p], [best], marker="*", markersize=15, color="#ffbf00", markeredgecolor="0.15",
+                linestyle="none", label=f"best p = {data.chosen_p}: {best:.3f}%; {verdict}")
+    ax.set_xticks(data.p)
+    ax.set_xlabel("p of the p-norm")
+    ax.set_ylabel(f"validation {name} (%)")
+    ax.set_title(f"{model.name}: choice of p on {model.n_val:,} validation samples\n(lower is better)")
+    _legend_below(ax)
+    return figure
+
+
+def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores: Sequence[str] | None = None):
+    """Errors accepted at a coverage, stacked by group, one bar per model and a panel per score."""
+    models = [m for m in models if m.groups is not None]
+    if not models:
+        return None
+    if scores is None:
+        scores = [s for s in SCORE_LABELS if all(s in m.curves for m in models)]
+    scores = list(scores)
+    group_names = sorted({str(g) for m in models for g in set(m.groups.tolist())})
+    matplotlib, _, _ = _mpl()
+    cmap = matplotlib.colormaps["Set2"]
+    colours = {g: cmap(i % 8) for i, g in enumerate(group_names)}
+    many = len(models) > 8
+    width = min(max(3.2, 0.9 + 0.55 * len(models)), 8.0)
+    columns = len(scores) if width * len(scores) <= 16 else max(1, int(16 // width))
+    rows = math.ceil(len(scores) / columns)
+    figure = _new_figure(width * columns, (4.8 + (0.9 if many else 0.0)) * rows)
+    axes = list(figure.subplots(rows, columns, squeeze=False, sharey=True).flat)
+    for ax in axes[len(scores):]:
+        ax.set_visible(False)
+    axes = axes[:len(scores)]
+    for ax, score in zip(axes, scores):
+        stacks = [errors_at_coverage_by_group(m.curves[score], m.score_values[score], m.rows.correct, m.groups,
+                                              coverage) for m in models]
+        x = np.arange(len(models))
+        bottom = np.zeros(len(models))
+        for group in group_names:
+            heights = np.array([s.groups.get(group, 0) for s in stacks], dtype=np.float64)
+            ax.bar(x, heights, bottom=bottom, color=colours[group], edgecolor="white", linewidth=0.6,
+                   label=group if ax is axes[0] else None)
+            bottom += heights
+        for xi, s in zip(x, stacks):
+            ax.annotate(f"{s.errors}" if many else f"{s.errors} of {s.accepted}", (xi, s.errors), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=6.5 if many else 7.5)
+        ax.set_xticks(x, [m.name for m in models], rotation=90 if many else (30 if len(models) > 2 else 0),
+                      ha="center" if many or len(models) <= 2 else "right", fontsize=7 if many else None)
+        ax.set_title(SCORE_LABELS.get(score, score))
+        ax.grid(axis="x", visible=False)
+    axes[0].set_ylabel(f"errors among the accepted at {100 * coverage:g}% coverage")
+    top = max(1.0, max(ax.get_ylim()[1] for ax in axes))
+    axes[0].set_ylim(0, top * 1.1)
+    figure.legend(loc="outside lower center", ncol=min(len(group_names), 6), title="group")
+    figure.suptitle(f"errors accepted at {100 * coverage:g}% coverage, by group (label: errors"
+                    + ("" if many else " of accepted") + ")", fontsize=11)
+    return figure
+
+
+# ==================================================================== rendering
+@dataclass
+class RenderedFigure:
+    """One figure as file content: ``stem`` (file name without extension), ``kind``,
+    the model it shows (``None`` for figures across models), a caption, and the bytes."""
+
+    stem: str
+    kind: str
+    model: str | None
+    caption: str
+    format: str
+    data: bytes
+    path: Path | None = None
+
+
+def _render(figure, fmt: str) -> bytes:
+    buffer = _io.BytesIO()
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    figure.savefig(buffer, format=fmt, metadata=metadata)
+    figure.clear()
+    return buffer.getvalue()
+
+
+def _safe(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+    return stem[:120]
+
+
+def _alphas_for(models, ls_alpha) -> list[float | None]:
+    if ls_alpha is None:
+        return [None] * len(models)
+    if isinstance(ls_alpha, (int, float)):
+        return [float(ls_alpha)] * len(models)
+    values = list(ls_alpha)
+    if len(values) == 1:
+        return values * len(models)
+    if len(values) != len(models):
+        raise SelcalError(f"--ls-alpha takes one value or one per TEST file ({len(models)}); got {len(values)}")
+    return values
+
+
+def _validate(fmt: str, ls_alpha, at_coverage: float, n_models: int) -> list:
+    if fmt not in PLOT_FORMATS:
+        raise SelcalError(f"--plot-format must be one of {', '.join(PLOT_FORMATS)}; got {fmt!r}")
+    if not 0 < at_coverage <= 1:
+        raise SelcalError(f"--at-coverage must be a fraction in (0, 1], e.g. 0.1; got {at_coverage:g}")
+    alphas = _alphas_for(range(n_models), ls_alpha)
+    if any(a is not None and not 0 <= a < 1 for a in alphas):
+        raise SelcalError("--ls-alpha must be in [0, 1), e.g. 0.1")
+    return alphas
+
+
+def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
+                   max_points: int | None = DEFAULT_MAX_POINTS) -> Iterator[RenderedFigure]:
+    """Every figure of ``result``, one at a time (each figure is released once rendered).
+
+    Per model: ``rc``, ``reliability`` (if msp or temp was evaluated), ``vmax_msp`` (if
+    msp was), ``pnorm_search`` (if pnorm was). Across models, when there are several:
+    ``overlay_rc`` and ``overlay_vmax_msp``; when rows have groups: ``errors_by_group``.
+    ``ls_alpha``: one label-smoothing level for every model, or one per model (None or 0
+    for none), drawn as the target ceiling on ``vmax_msp``.
+    """
+    models = list(result.models)
+    alphas = _validate(fmt, ls_alpha, at_coverage, len(models))
+    bins = getattr(result.options, "bins", calibration.DEFAULT_BINS) if result.options is not None else \
+        calibration.DEFAULT_BINS
+    matplotlib, _, _ = _mpl()
+    used: set[str] = set()
+
+    def stem_for(base: str) -> str:
+        stem, i = base, 2
+        while stem in used:
+            stem, i = f"{base}-{i}", i + 1
+        used.add(stem)
+        return stem
+
+    def build(kind, model_name, caption, make):
+        with matplotlib.rc_context(_STYLE):
+            figure = make()
+            if figure is None:
+                return None
+            data = _render(figure, fmt)
+        base = f"{_safe(model_name)}_{kind}" if model_name is not None else kind
+        return RenderedFigure(stem=stem_for(base), kind=kind, model=model_name, caption=caption, format=fmt, data=data)
+
+    if len(models) > 1:
+        jobs = [
+            ("overlay_rc", None, "Risk–coverage of every model, one panel per score.",
+             lambda: figure_rc_overlay(models, max_points=max_points)),
+        ]
+        if len(models) <= OVERLAY_VMAX_MODELS and all("msp" in m.scores and m.rows is not None for m in models):
+            jobs.append(("overlay_vmax_msp", None, "Max logit given MSP, correct vs incorrect, per model.",
+                         lambda: figure_vmax_msp_overlay(models, alphas)))
+        for job in jobs:
+            rendered = build(*job)
+            if rendered is not None:
+                yield rendered
+    if any(m.groups is not None for m in models):
+        rendered = build("errors_by_group", None,
+                         f"Errors accepted at {100 * at_coverage:g}% coverage, stacked by group.",
+                         lambda: figure_errors_by_group(models, at_coverage))
+        if rendered is not None:
+            yield rendered
+    for model, alpha in zip(models, alphas):
+        jobs = [("rc", "Risk–coverage, one curve per score.", lambda m=model: figure_rc(m, max_points=max_points))]
+        has_rows = model.rows is not None
+        if has_rows and ("msp" in model.scores or "temp" in model.scores):
+            jobs.append(("reliability", "Reliability diagram and confidence histogram.",
+                         lambda m=model: figure_reliability(m, bins)))
+        if has_rows and "msp" in model.scores:
+            jobs.append(("vmax_msp", "Max logit given MSP for correct and incorrect predictions.",
+                         lambda m=model, a=alpha: figure_vmax_msp(m, a)))
+        if "pnorm" in model.scores:
+            jobs.append(("pnorm_search", "Validation objective of every p; MSP as a line.",
+                         lambda m=model: figure_pnorm_search(m)))
+        for kind, caption, make in jobs:
+            rendered = build(kind, model.name, caption, make)
+            if rendered is not None:
+                yield rendered
+
+
+def _usual_mode(path: Path) -> None:
+    """The permissions a plainly created file gets (the temporary file was private: 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
+def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
+                max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False) -> list[RenderedFigure]:
+    """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
+
+    Each file is written atomically. Returns the figures with their ``path``; their bytes
+    are kept only with ``keep_data`` (e.g. to embed them in an HTML report as well).
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise SelcalError(f"{folder}: is a file; --plots takes a folder")
+    _validate(fmt, ls_alpha, at_coverage, len(result.models))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SelcalError(f"{folder}: cannot create the plot folder ({exc.strerror or exc})") from None
+    written = []
+    for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points):
+        path = folder / f"{rendered.stem}.{fmt}"
+        with atomic_write(path, "wb") as out:
+            out.write(rendered.data)
+        _usual_mode(path)
+        rendered.path = path
+        if not keep_data:
+            rendered.data = b""
+        written.append(rendered)
+    return written
