@@ -52,6 +52,18 @@ def _p_grid(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective):
+    """:class:`selcal.Options` from the command-line text of the options that change a number."""
+    from .evaluate import Options
+
+    return Options(
+        scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
+        bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
+        aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
+        p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
+    )
+
+
 def _version(value: bool):
     if value:
         typer.echo(f"selcal {__version__}")
@@ -101,17 +113,12 @@ def evaluate(
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
 
-    from .evaluate import Options
     from .evaluate import evaluate as run_evaluation
     from .io import atomic_write
 
     try:
-        options = Options(
-            scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
-            bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
-            aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
-            p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
-        )
+        options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
+                           pnorm_objective)
         stdout_outputs = [p for p in (json_path, csv_path, markdown_path) if p == "-"]
         if len(stdout_outputs) > 1:
             raise SelcalError("only one of --json, --csv and --markdown can write to stdout ('-')")
@@ -371,15 +378,10 @@ def compare(
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from . import checks
-    from .evaluate import Options
 
     try:
-        options = Options(
-            scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
-            bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
-            aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
-            p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
-        )
+        options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
+                           pnorm_objective)
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
         _check_outputs(json_path, markdown_path, junit_path)

@@ -18,16 +18,10 @@ from typing import Any
 
 from . import __version__
 from .io import atomic_write
+from .report import metric_sections
 
 __all__ = ["render_report", "write_report"]
 
-# (key, label, kind): "pct" shows a fraction as percent, "num" a plain number.
-_SELECTIVE = [
-    ("aurc", "AURC (%)", "pct"), ("eaurc", "E-AURC (%)", "pct"), ("augrc", "AUGRC (%)", "pct"),
-    ("auroc", "AUROC (%)", "pct"), ("fpr95", "FPR@95%TPR (%)", "pct"),
-]
-_CALIBRATION = [("ece", "ECE (%)", "pct"), ("aece", "adaptive ECE (%)", "pct"), ("mce", "MCE (%)", "pct"),
-                ("nll", "NLL", "num"), ("brier", "Brier", "num"), ("cece", "class-wise ECE (%)", "pct")]
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
 _WIDE_KINDS = ("reliability",)  # two panels side by side: a whole row of the figure grid
 
@@ -68,31 +62,14 @@ def _anchor(name: str) -> str:
 
 
 def _metric_table(model) -> str:
-    names = list(model.scores)
-    some = next(iter(model.scores.values()), {})
-    rows = list(_SELECTIVE)
-    rows += [(k, f"cov@risk {100 * float(k[4:]):g}% (%)", "pct") for k in some if k.startswith("cov@")]
-    rows += [(k, f"risk@cov {100 * float(k[5:]):g}% (%)", "pct") for k in some if k.startswith("risk@")]
     out = ["<table class='metrics'><thead><tr><th>metric</th>"]
-    out += [f"<th>{_e(n)}</th>" for n in names]
+    out += [f"<th>{_e(n)}</th>" for n in model.scores]
     out.append("</tr></thead><tbody>")
-    for key, label, kind in rows:
-        cells = "".join(f"<td>{_format(model.scores[n].get(key), kind)}</td>" for n in names)
-        out.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
-    model_level = {"nll": model.nll, "brier": model.brier, "cece": model.cece}
-    first = True
-    for key, label, kind in _CALIBRATION:
-        values = []
-        for n in names:
-            value = model.scores[n].get(key)
-            if value is None and n == "msp":
-                value = model_level.get(key)
-            values.append(_format(value, kind))
-        if all(v == "–" for v in values):
-            continue
-        css = " class='section'" if first else ""
-        first = False
-        out.append(f"<tr{css}><td>{_e(label)}</td>" + "".join(f"<td>{v}</td>" for v in values) + "</tr>")
+    for index, section in enumerate(metric_sections(model)):
+        for row, (label, kind, values) in enumerate(section):
+            css = " class='section'" if index and row == 0 else ""
+            out.append(f"<tr{css}><td>{_e(label)}</td>" + "".join(f"<td>{_format(v, kind)}</td>" for v in values)
+                       + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 

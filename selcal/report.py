@@ -11,7 +11,8 @@ import numpy as np
 
 from . import __version__
 
-__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "leaderboard",
+__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
+           "leaderboard",
            "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS"]
 
 SCHEMA_VERSION = 1
@@ -142,6 +143,29 @@ def _format(value, kind: str) -> str:
     return f"{value:.4f}"
 
 
+def metric_sections(model: ModelResult) -> list[list[tuple[str, str, list]]]:
+    """The rows of a model's metric table, shared by the terminal and the HTML report.
+
+    Two sections (selective, then calibration), each a list of (label, kind, one value per
+    score in ``model.scores`` order). Calibration rows that no score has are left out; the
+    model-level NLL, Brier and class-wise ECE are shown under ``msp``.
+    """
+    names = list(model.scores)
+    some = next(iter(model.scores.values()), {})
+    risk_rows = [(k, f"cov@risk {100 * float(k[4:]):g}% (%)", "pct") for k in some if k.startswith("cov@")]
+    coverage_rows = [(k, f"risk@cov {100 * float(k[5:]):g}% (%)", "pct") for k in some if k.startswith("risk@")]
+    selective = [(label, kind, [model.scores[n].get(key) for n in names])
+                 for key, label, kind in _SELECTIVE_ROWS + risk_rows + coverage_rows]
+    model_level = {"nll": model.nll, "brier": model.brier, "cece": model.cece}
+    calibration = []
+    for key, label, kind in _CALIBRATION_ROWS:
+        values = [model.scores[n].get(key, model_level.get(key) if n == "msp" else None) for n in names]
+        values = [None if isinstance(v, bool) else v for v in values]
+        if any(v is not None for v in values):
+            calibration.append((label, kind, values))
+    return [selective, calibration]
+
+
 def render_table(result: EvaluationResult, console) -> None:
     """Print one rich table per model: metrics as rows, scores as columns."""
     from rich.table import Table
@@ -156,22 +180,11 @@ def render_table(result: EvaluationResult, console) -> None:
         table.add_column("metric")
         for name in score_names:
             table.add_column(name, justify="right")
-        some = next(iter(model.scores.values()), {})
-        risk_rows = [(k, f"cov@risk {100 * float(k[4:]):g}% (%)", "pct") for k in some if k.startswith("cov@")]
-        coverage_rows = [(k, f"risk@cov {100 * float(k[5:]):g}% (%)", "pct") for k in some if k.startswith("risk@")]
-        for key, label, kind in _SELECTIVE_ROWS + risk_rows + coverage_rows:
-            table.add_row(label, *(_format(model.scores[s].get(key), kind) for s in score_names))
-        model_level = {"nll": model.nll, "brier": model.brier, "cece": model.cece}
-        table.add_section()
-        for key, label, kind in _CALIBRATION_ROWS:
-            cells = []
-            for s in score_names:
-                value = model.scores[s].get(key)
-                if value is None and s == "msp":
-                    value = model_level.get(key)
-                cells.append(_format(value, kind))
-            if any(c != "-" for c in cells):
-                table.add_row(label, *cells)
+        for index, section in enumerate(metric_sections(model)):
+            if index:
+                table.add_section()
+            for label, kind, values in section:
+                table.add_row(label, *(_format(v, kind) for v in values))
         console.print(table)
         notes = []
         if "temp" in model.scores:

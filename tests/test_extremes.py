@@ -24,7 +24,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
