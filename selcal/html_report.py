@@ -194,5 +194,4 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     path = Path(path)
     with atomic_write(path, "wb") as out:
         out.write(text.encode("utf-8"))
-    plots._usual_mode(path)
     return path

@@ -580,7 +580,8 @@ def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.A
 def atomic_write(path, mode: str = "w"):
     """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
 
-    A failed or killed run never leaves a partial file under the final name.
+    A failed or killed run never leaves a partial file under the final name. The file gets
+    the permissions a plainly created one would (the temporary file is private, 0600).
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
@@ -594,6 +595,9 @@ def atomic_write(path, mode: str = "w"):
             yield out
             out.flush()
             os.fsync(out.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_name, 0o666 & ~umask)
         os.replace(tmp_name, path)
     except BaseException:
         if os.path.exists(tmp_name):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io as _io
 import math
-import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -891,13 +890,6 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
                 yield rendered
 
 
-def _usual_mode(path: Path) -> None:
-    """The permissions a plainly created file gets (the temporary file was private: 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
-
-
 def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                 max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False) -> list[RenderedFigure]:
     """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
@@ -918,7 +910,6 @@ def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage:
         path = folder / f"{rendered.stem}.{fmt}"
         with atomic_write(path, "wb") as out:
             out.write(rendered.data)
-        _usual_mode(path)
         rendered.path = path
         if not keep_data:
             rendered.data = b""
