@@ -340,15 +340,15 @@ def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warning
     if val_labels is None or np.asarray(val_labels).size == 0:
         raise SelcalError(f"{where}: the pnorm and temp scores need validation rows; give --val FILE, "
                           "a split column, or use --scores msp,max_logit")
-    val64 = np.asarray(val_logits, dtype=np.float64)
+    val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
     val_labels = np.asarray(val_labels, dtype=np.int64)
     temp_fit = pnorm_fit = None
     if "temp" in options.scores:
-        temp_fit = posthoc.fit_temperature(val64, val_labels)
+        temp_fit = posthoc.fit_temperature(val_logits, val_labels)
         if temp_fit.fallback:
             warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
     if "pnorm" in options.scores:
-        pnorm_fit = posthoc.fit_pnorm(val64, val_labels, options.p_grid, center=options.center,
+        pnorm_fit = posthoc.fit_pnorm(val_logits, val_labels, options.p_grid, center=options.center,
                                       objective=options.pnorm_objective, estimator=options.aurc_estimator)
     return temp_fit, pnorm_fit
 

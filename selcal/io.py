@@ -327,7 +327,9 @@ class ParquetSource(DumpSource):
                  group_col: str | None):
         self.path, self.ignore_label, self.label_col = path, ignore_label, label_col
         try:
-            self.file = pq.ParquetFile(path, pre_buffer=False)  # read ahead no more than a batch
+            # No read-ahead, and column chunks read 8 MB at a time: a row group of a wide dump can
+            # hold hundreds of MB, which would otherwise be decompressed whole.
+            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23)
             schema = self.file.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
