@@ -298,6 +298,19 @@ def _write_report(report, json_path: Optional[str], markdown_path: Optional[str]
                 out.write(text())
 
 
+def _finish(report, json_path, markdown_path, junit_path, quiet: bool) -> None:
+    """Write a check/compare report where asked, show it, and exit with its status (0, 1)."""
+    try:
+        _write_report(report, json_path, markdown_path, junit_path)
+    except SelcalError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    if not quiet and "-" not in (json_path, markdown_path, junit_path):
+        report.render(_report_console())
+    raise typer.Exit(report.exit_code)
+
+
 def _check_outputs(*paths: Optional[str]) -> None:
     for path in paths:
         if path not in (None, "-"):
@@ -341,12 +354,9 @@ def check(
         baseline_data = checks.load_result(baseline) if baseline is not None else None
         report = checks.check(current_data, baseline_data, tolerances=tolerances, maxima=maxima, minima=minima,
                               only=only, current_path=str(current), baseline_path=str(baseline))
-        _write_report(report, json_path, markdown_path, junit_path)
     except SelcalError as exc:
         _fail(str(exc))
-    if not quiet and "-" not in (json_path, markdown_path, junit_path):
-        report.render(_report_console())
-    raise typer.Exit(report.exit_code)
+    _finish(report, json_path, markdown_path, junit_path, quiet)
 
 
 @app.command()
@@ -390,12 +400,9 @@ def compare(
             logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed, confidence=confidence,
             tolerances=tolerances, only=only,
         )
-        _write_report(report, json_path, markdown_path, junit_path)
     except SelcalError as exc:
         _fail(str(exc))
-    if not quiet and "-" not in (json_path, markdown_path, junit_path):
-        report.render(_report_console())
-    raise typer.Exit(report.exit_code)
+    _finish(report, json_path, markdown_path, junit_path, quiet)
 
 
 @app.command()
