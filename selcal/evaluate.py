@@ -26,13 +26,15 @@ __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_m
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
-_CHUNK_ELEMENTS = scores.CHUNK_ELEMENTS
-DEFAULT_MEMORY_BUDGET = 1 << 30  # logits bytes above which a file is streamed  # logits per chunk: a few float64 temporaries of 16 MB each
+_CHUNK_ELEMENTS = scores.CHUNK_ELEMENTS  # logits per row chunk
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of logits above which a file is streamed
 
 
 @dataclass(frozen=True)
 class Options:
-    """Everything that changes a number. Defaults follow CONVENTIONS.md."""
+    """Everything that changes a number, defaults as in CONVENTIONS.md; and two settings that
+    change none (``chunk_rows``, ``workers``: rows per chunk and threads, by default chosen
+    from K and the CPU count)."""
 
     scores: tuple[str, ...] = scores.SCORE_NAMES
     bins: int = calibration.DEFAULT_BINS
@@ -473,18 +475,25 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
     return warnings
 
 
+def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int) -> dict:
+    """The model-level JSON keys that say where the numbers come from (beyond schema 1)."""
+    extra: dict = {"val_path": val_path}
+    if rule == "holdout":
+        extra.update(val_fraction=options.val_fraction, seed=options.seed)
+    if binary:
+        extra["binary_logit"] = True
+    if n_ignored:
+        extra["n_ignored"] = n_ignored
+    return extra
+
+
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
     check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None)
     val_rows, eval_rows, rule = split_rows(test, val, options)
-    extra = {"val_path": val.path if val is not None else None}
-    if rule == "holdout":
-        extra.update(val_fraction=options.val_fraction, seed=options.seed)
-    if test.binary:
-        extra["binary_logit"] = True
-    if test.n_ignored or (val is not None and val.n_ignored):
-        extra["n_ignored"] = test.n_ignored + (val.n_ignored if val is not None else 0)
+    extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
+                        test.n_ignored + (val.n_ignored if val is not None else 0))
     return evaluate_arrays(
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
@@ -600,13 +609,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
-    extra = {"val_path": val.path if val is not None else None}
-    if rule == "holdout":
-        extra.update(val_fraction=options.val_fraction, seed=options.seed)
-    if test.num_classes == 1:
-        extra["binary_logit"] = True
-    if n_ignored:
-        extra["n_ignored"] = n_ignored
+    extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored)
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
