@@ -186,6 +186,8 @@ def render_table(result: EvaluationResult, console) -> None:
             for label, kind, values in section:
                 table.add_row(label, *(_format(v, kind) for v in values))
         console.print(table)
+        if model.extra.get("groups"):
+            console.print(_group_table(model))
         notes = []
         if "temp" in model.scores:
             t = model.scores["temp"]
@@ -200,6 +202,21 @@ def render_table(result: EvaluationResult, console) -> None:
         for warning in model.warnings:
             console.print(f"  [yellow]warning:[/yellow] {warning}")
         console.print()
+
+
+def _group_table(model: ModelResult):
+    """Per-group rows (``--group-col``): size, accuracy and every score's AURC within the group."""
+    from rich.table import Table
+
+    score_names = list(model.scores)
+    table = Table(show_edge=False, pad_edge=False, title="per group: accuracy and AURC of each score (%)",
+                  title_justify="left")
+    for header in ("group", "rows", "accuracy", *score_names):
+        table.add_column(header, justify="left" if header == "group" else "right")
+    for group, values in model.extra["groups"].items():
+        table.add_row(str(group), str(values["n_eval"]), _format(values["accuracy"], "pct"),
+                      *(_format(values["scores"][n]["aurc"], "pct") for n in score_names))
+    return table
 
 
 # ---------------------------------------------------------------------- leaderboard
