@@ -52,7 +52,8 @@ def _p_grid(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective):
+def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective,
+             temp_objective="nll"):
     """:class:`selcal.Options` from the command-line text of the options that change a number."""
     from .evaluate import Options
 
@@ -60,7 +61,7 @@ def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed,
         scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
         bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
         aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
-        p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective,
+        p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective, temp_objective=temp_objective,
     )
 
 
@@ -96,6 +97,7 @@ def evaluate(
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
     p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
     pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
+    temp_objective: str = typer.Option("nll", help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit T and p on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
@@ -118,7 +120,7 @@ def evaluate(
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective)
+                           pnorm_objective, temp_objective)
         stdout_outputs = [p for p in (json_path, csv_path, markdown_path) if p == "-"]
         if len(stdout_outputs) > 1:
             raise SelcalError("only one of --json, --csv and --markdown can write to stdout ('-')")
@@ -381,6 +383,7 @@ def compare(
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm."),
     p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
     pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
+    temp_objective: str = typer.Option("nll", help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
@@ -391,7 +394,7 @@ def compare(
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective)
+                           pnorm_objective, temp_objective)
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
         _check_outputs(json_path, markdown_path, junit_path)

@@ -46,6 +46,7 @@ class Options:
     center: bool = True
     p_grid: tuple[int, ...] = DEFAULT_P_GRID
     pnorm_objective: str = "aurc"
+    temp_objective: str = "nll"
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -65,6 +66,8 @@ class Options:
             raise SelcalError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}")
         if not self.p_grid or any(int(p) != p or p < 1 for p in self.p_grid):
             raise SelcalError("--p-grid must list positive integers, e.g. 1,2,4 or 1-10")
+        if self.temp_objective not in posthoc.TEMPERATURE_OBJECTIVES:
+            raise SelcalError(f"--temp-objective must be one of {', '.join(posthoc.TEMPERATURE_OBJECTIVES)}")
         if self.pnorm_objective not in posthoc.PNORM_OBJECTIVES:
             raise SelcalError(f"--pnorm-objective must be one of {', '.join(posthoc.PNORM_OBJECTIVES)}")
 
@@ -349,6 +352,15 @@ def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warning
         temp_fit = posthoc.fit_temperature(val_logits, val_labels)
         if temp_fit.fallback:
             warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
+        if options.temp_objective == "aurc":
+            temperature, val_aurc = posthoc.fit_temperature_by_aurc(
+                val_logits, val_labels, temp_fit.temperature, estimator=options.aurc_estimator)
+            if not 1 / 63 < temperature / temp_fit.temperature < 63:
+                warnings.append(f"the validation AURC is lowest at the edge of the temperature grid (T = "
+                                f"{temperature:.4g}, a factor 64 from the NLL-optimal {temp_fit.temperature:.4g})")
+            temp_fit = replace(temp_fit, temperature=temperature, gradient=None, objective="aurc",
+                               val_objective=val_aurc,
+                               nll_after=posthoc.mean_nll(val_logits, val_labels, 1.0 / temperature))
     if "pnorm" in options.scores:
         pnorm_fit = posthoc.fit_pnorm(val_logits, val_labels, options.p_grid, center=options.center,
                                       objective=options.pnorm_objective, estimator=options.aurc_estimator)
@@ -400,7 +412,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
             temperature=temp_fit.temperature, nll=scores.exact_mean(rows.temp_nll), brier=scores.exact_mean(rows.temp_brier),
             cece=calibration.classwise_calibration_error(rows.temp_classwise),
             val_nll_before=temp_fit.nll_before, val_nll_after=temp_fit.nll_after,
-            gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback,
+            gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback, objective=temp_fit.objective,
         )
         result.add_score("temp", metrics, curve, rows.temp_log_msp)
     if groups is not None:

@@ -13,7 +13,8 @@ import numpy as np
 from . import scores
 from .selective import augrc, aurc, risk_coverage
 
-__all__ = ["TemperatureFit", "fit_temperature", "PnormFit", "fit_pnorm", "mean_nll"]
+__all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
+           "TEMPERATURE_OBJECTIVES", "PNORM_OBJECTIVES"]
 
 GRADIENT_TOLERANCE = 1e-9
 
@@ -40,9 +41,11 @@ class TemperatureFit:
     temperature: float
     nll_before: float
     nll_after: float
-    gradient: float
+    gradient: float | None
     iterations: int
     fallback: str | None = None
+    objective: str = "nll"
+    val_objective: float | None = None  # the validation AURC, when T was chosen by AURC
 
 
 class _ScaledNll:
@@ -163,6 +166,35 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
         gradient=gradient * scale,
         iterations=iterations,
     )
+
+
+TEMPERATURE_OBJECTIVES = ("nll", "aurc")
+
+
+def fit_temperature_by_aurc(logits: np.ndarray, labels: np.ndarray, around: float, *, estimator: str = "mean",
+                            octaves: int = 6, steps_per_octave: int = 8) -> tuple[float, float]:
+    """(T, validation AURC at T): the T of a log grid that ranks validation errors best.
+
+    The grid is ``around`` * 2**(j / steps_per_octave) for |j| <= octaves * steps_per_octave
+    (a factor 64 either way of the NLL-optimal T by default). AURC is piecewise constant in
+    T, so a grid, not a derivative, finds its minimum; ties go to the T nearest ``around``,
+    then to the smaller T. This is the option of Cattelan & Silva (2023), who tune T for
+    selective classification rather than for calibration.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    span = octaves * steps_per_octave
+    exponents = np.arange(-span, span + 1)
+    temperatures = around * np.exp2(exponents / steps_per_octave)
+    log_msps = np.empty((labels.size, temperatures.size))
+    correct = np.empty(labels.size, dtype=bool)
+    for rows in scores.row_chunks(*logits.shape):
+        chunk = np.asarray(logits[rows], dtype=np.float64)
+        correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
+        for j, temperature in enumerate(temperatures):
+            log_msps[rows, j] = scores.log_msp(chunk, 1.0 / temperature)
+    objective = np.array([aurc(risk_coverage(log_msps[:, j], correct), estimator) for j in range(temperatures.size)])
+    best = min(range(temperatures.size), key=lambda j: (objective[j], abs(exponents[j]), exponents[j]))
+    return float(temperatures[best]), float(objective[best])
 
 
 @dataclass

@@ -99,6 +99,7 @@ def _options_dict(options) -> dict[str, Any]:
         "coverages": list(options.coverages), "aurc_estimator": options.aurc_estimator,
         "val_fraction": options.val_fraction, "seed": options.seed, "center": options.center,
         "p_grid": list(options.p_grid), "pnorm_objective": options.pnorm_objective,
+        "temp_objective": options.temp_objective,
     })
 
 
@@ -191,7 +192,9 @@ def render_table(result: EvaluationResult, console) -> None:
         notes = []
         if "temp" in model.scores:
             t = model.scores["temp"]
-            notes.append(f"temp: T = {t['temperature']:.4f} (validation NLL {t['val_nll_before']:.4f} -> {t['val_nll_after']:.4f})")
+            chosen = "by validation AURC, " if t.get("objective") == "aurc" else ""
+            notes.append(f"temp: T = {t['temperature']:.4f} ({chosen}validation NLL {t['val_nll_before']:.4f} "
+                         f"-> {t['val_nll_after']:.4f})")
         if "pnorm" in model.scores:
             p = model.scores["pnorm"]
             centre = "centred" if p["center"] else "uncentred"
