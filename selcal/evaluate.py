@@ -174,13 +174,13 @@ class RowReduction:
     temp_classwise: calibration.ClasswiseBins | None = None
 
 
-def _probability_terms(logits, labels, inverse_temperature, n_bins):
+def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None):
     """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v).
 
     Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
     so that no term cancels when p_y is close to 1.
     """
-    pred, exps, rest = scores.softmax_terms(logits, inverse_temperature)
+    pred, exps, rest = scores.softmax_terms(logits, inverse_temperature, pred)
     rows = np.arange(labels.size)
     hit = pred == labels
     exp_label = exps[rows, labels]  # 0 where the label is the prediction
@@ -202,7 +202,7 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
     chunk = np.asarray(chunk, dtype=np.float64)
     pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins)
-    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": scores.max_logit(chunk),
+    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": chunk[np.arange(labels.size), pred],
            "nll": nll, "brier": brier,
            "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
            "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
@@ -210,7 +210,7 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
         out["pnorm"] = scores.pnorm(chunk, p, options.center)
     if temperature is not None:
         _, out["temp_log_msp"], out["temp_nll"], out["temp_brier"], out["temp_classwise"] = _probability_terms(
-            chunk, labels, 1.0 / temperature, options.bins)
+            chunk, labels, 1.0 / temperature, options.bins, pred)
     return out
 
 

@@ -423,14 +423,16 @@ class ParquetSource(DumpSource):
 
     @property
     def num_classes(self) -> int:
-        if self.wide_columns:
-            return len(self.wide_columns)
-        data_type = self.file.schema_arrow.field(self.logits_col).type
-        if pa.types.is_fixed_size_list(data_type):
-            return int(data_type.list_size)
-        for columns, _ in self.raw_batches(1):
-            return int(columns["logits"].shape[1])
-        return 0
+        """K as stored (1 for one binary logit); a plain list column is read for its first row, once."""
+        if not hasattr(self, "_num_classes"):
+            data_type = None if self.wide_columns else self.file.schema_arrow.field(self.logits_col).type
+            if self.wide_columns:
+                self._num_classes = len(self.wide_columns)
+            elif pa.types.is_fixed_size_list(data_type):
+                self._num_classes = int(data_type.list_size)
+            else:
+                self._num_classes = next((int(c["logits"].shape[1]) for c, _ in self.raw_batches(1)), 0)
+        return self._num_classes
 
     @property
     def logits_bytes(self) -> int:

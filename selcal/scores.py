@@ -62,16 +62,18 @@ def row_sums(terms: np.ndarray) -> np.ndarray:
 PROBABILITY_SCORES = ("msp", "temp")
 
 
-def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0):
+def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0, pred: np.ndarray | None = None):
     """Shifted exponentials of a softmax, kept apart from the top class.
 
     Returns ``(pred, exps, rest)`` where ``pred`` is argmax_k v_k (first index on ties),
     ``exps[i, k] = exp(beta (v_ik - v_i,max))`` with the entry of ``pred`` set to 0, and
     ``rest[i] = sum_k exps[i, k]`` = S, so that softmax_k = exps_k / (1 + S) off the top
     class and 1 / (1 + S) on it. Keeping S apart from the 1 of the top class is what
-    preserves the precision of confidences within 1e-16 of 1.
+    preserves the precision of confidences within 1e-16 of 1. ``pred`` may be passed when
+    already known (it does not depend on the temperature).
     """
-    pred = np.argmax(logits, axis=1)
+    if pred is None:
+        pred = np.argmax(logits, axis=1)
     rows = np.arange(logits.shape[0])
     shifted = logits - logits[rows, pred][:, None]
     if inverse_temperature != 1.0:
