@@ -135,23 +135,41 @@ def _rows_of(dump: Dump, wanted: str) -> Dump:
     return dump.subset(mask) if mask.any() else dump
 
 
-def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | None, Dump, str]:
-    """(validation rows, evaluation rows, rule) by the precedence of CONVENTIONS.md."""
-    if val is not None:
-        if val.num_classes != test.num_classes:
-            raise SelcalError(
-                f"{val.path}: has K = {val.num_classes} classes but {test.path} has K = {test.num_classes}; "
-                "pass the validation file of the same model"
-            )
-        return _rows_of(val, "val"), _rows_of(test, "test"), "val-file"
-    if test.split is not None:
-        is_val = test.split == "val"
+def split_plan(split: np.ndarray | None, has_val_file: bool, needs_validation: bool,
+               holdout: Callable[[], np.ndarray]) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+    """(rule, validation-row mask, evaluation-row mask) over the TEST rows, by the precedence of
+    CONVENTIONS.md: a --val file, else the split column, else a hold-out (``holdout()`` gives
+    its mask). A mask of None means no such rows (validation) or every row (evaluation).
+    The one place the rule is written; both evaluation paths follow it.
+    """
+    if has_val_file:
+        has_test_rows = split is not None and (split == "test").any()
+        return "val-file", None, (split == "test") if has_test_rows else None
+    if split is not None:
+        is_val = split == "val"
         if is_val.any() and (~is_val).any():
-            return test.subset(is_val), test.subset(~is_val), "split-column"
-    if not options.needs_validation:
-        return None, test, "none"
-    mask = holdout_mask(test.logits, test.labels, options.val_fraction, options.seed, where=test.path)
-    return test.subset(mask), test.subset(~mask), "holdout"
+            return "split-column", is_val, ~is_val
+    if not needs_validation:
+        return "none", None, None
+    val_mask = holdout()
+    return "holdout", val_mask, ~val_mask
+
+
+def _check_same_classes(test_path: str, test_classes: int, val_path: str, val_classes: int) -> None:
+    if max(val_classes, 2) != max(test_classes, 2):  # one binary logit is K = 2
+        raise SelcalError(f"{val_path}: has K = {val_classes} classes but {test_path} has K = {test_classes}; "
+                          "pass the validation file of the same model")
+
+
+def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | None, Dump, str]:
+    """(validation rows, evaluation rows, rule) of an in-memory dump (see :func:`split_plan`)."""
+    if val is not None:
+        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+    rule, val_mask, eval_mask = split_plan(
+        test.split, val is not None, options.needs_validation,
+        lambda: holdout_mask(test.logits, test.labels, options.val_fraction, options.seed, where=test.path))
+    val_rows = _rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
+    return val_rows, test if eval_mask is None else test.subset(eval_mask), rule
 
 
 # ------------------------------------------------------------------------ reduction
@@ -592,28 +610,20 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                           f"{test.ignore_label}; nothing to evaluate")
     check_ids(test.path, test.id_column(), val.path if val is not None else None,
               val.id_column() if val is not None else None)
-    split = test.split_column()
-    eval_mask = None
-    if val is not None:
-        val_rows = _rows_of(val.read_all(), "val")
-        if max(val.num_classes, 2) != max(test.num_classes, 2):  # one binary logit is K = 2
-            raise SelcalError(f"{val.path}: has K = {val.num_classes} classes but {test.path} has "
-                              f"K = {test.num_classes}; pass the validation file of the same model")
-        if split is not None and (split == "test").any():
-            eval_mask = split == "test"
-        rule = "val-file"
-    elif split is not None and (split == "val").any() and (split != "val").any():
-        # The 'val' rows are never evaluated; they are read only when something is fitted.
-        val_rows = _gather(test, split == "val") if options.needs_validation else None
-        eval_mask, rule = split != "val", "split-column"
-    elif options.needs_validation:
+    def holdout() -> np.ndarray:
         hashes = np.concatenate([row_hashes(b.logits if b.logits.shape[1] > 1 else expand_binary(b.logits),
                                             b.labels, options.seed) for b in test.batches()])
-        val_mask = _lowest_hashes(hashes, options.val_fraction, test.path)
-        val_rows, eval_mask, rule = _gather(test, val_mask), ~val_mask, "holdout"
+        return _lowest_hashes(hashes, options.val_fraction, test.path)
+
+    rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, options.needs_validation, holdout)
+    if val is not None:
+        val_rows = _rows_of(val.read_all(), "val")
+        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+    elif val_mask is not None and options.needs_validation:
+        val_rows = _gather(test, val_mask)  # read only when something is fitted on them
     else:
-        val_rows, rule = None, "none"
-    n_val = len(val_rows) if val_rows is not None else int((split == "val").sum()) if rule == "split-column" else 0
+        val_rows = None
+    n_val = len(val_rows) if val_rows is not None else 0 if val_mask is None else int(val_mask.sum())
     n_ignored = test.num_rows - test.num_kept_rows + (val.num_rows - val.num_kept_rows if val is not None else 0)
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
     warnings = split_warnings(n_eval, len(val_rows) if options.needs_validation and val_rows else None,

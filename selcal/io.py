@@ -194,8 +194,11 @@ class DumpSource:
         """Every row in memory (the logits keep their float dtype), filled batch by batch."""
         logits = None
         parts: list[Batch] = []
-        filled = 0
+        filled = seen = 0
         for batch in self.batches():
+            seen += len(batch.labels) + batch.n_ignored
+            if seen > self.num_rows:
+                raise _fail(self.path, None, None, "holds more rows than its metadata says; was it corrupted?")
             if logits is None:
                 logits = np.empty((self.num_rows, batch.logits.shape[1]), dtype=batch.logits.dtype)
             logits[filled:filled + len(batch.labels)] = batch.logits
@@ -334,6 +337,8 @@ class ParquetSource(DumpSource):
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
         self.num_rows = int(self.file.metadata.num_rows)
+        if self.num_rows < 0:
+            raise _fail(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
         names = schema.names
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
