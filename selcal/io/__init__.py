@@ -1,0 +1,93 @@
+"""Read and validate logit dumps (CONVENTIONS.md, "Input"). The only package that reads files.
+
+One module per input kind (``npz``, ``parquet``, ...), each turning a path into a
+:class:`DumpSource` that yields validated row batches (or a whole :class:`Dump`). Which
+module reads a path is decided by :data:`READERS`, the registry of input kinds: the first
+entry whose ``accepts(path)`` is true opens it. Every problem with a file is raised as
+:class:`~selcal.errors.SelcalError` with one line naming the file, the column, the first
+offending row (counted from 0) and what to do. Code past this package trusts its arrays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
+from .npz import NpzSource
+from .output import atomic_write
+from .parquet import ParquetSource
+
+__all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES",
+           "Reader", "READERS", "register_reader"]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One input kind: ``accepts(path)`` says whether it reads the path, ``open(path, **columns)``
+    returns its :class:`DumpSource` (``columns``: label_col, logits_col, ignore_label, group_col)."""
+
+    name: str
+    accepts: Callable[[str], bool]
+    open: Callable[..., DumpSource]
+
+
+READERS: list[Reader] = []
+
+
+def register_reader(reader: Reader, *, first: bool = False) -> Reader:
+    """Add an input kind to :data:`READERS` (``first``: before the existing ones)."""
+    READERS.insert(0, reader) if first else READERS.append(reader)
+    return reader
+
+
+register_reader(Reader(
+    "npz", lambda path: path.endswith(".npz") and not os.path.isdir(path),
+    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
+        NpzSource(path, label_col, ignore_label),
+))
+register_reader(Reader(  # the default: any other file is tried as Parquet
+    "parquet", lambda path: not os.path.isdir(path),
+    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
+        ParquetSource(path, label_col, logits_col, ignore_label, group_col),
+))
+
+
+def read_dump(
+    path,
+    *,
+    label_col: str = "label",
+    logits_col: str | None = None,
+    ignore_label: int | None = None,
+    group_col: str | None = None,
+) -> Dump:
+    """Read a Parquet or ``.npz`` logit dump and validate it.
+
+    Parameters
+    ----------
+    path : str or Path
+    label_col : name of the integer label column (Parquet).
+    logits_col : name of the list column holding the logits; by default ``logits``,
+        else the only list column, else the wide columns ``logit_0 .. logit_{K-1}``.
+    ignore_label : rows with this label are dropped and counted.
+    group_col : optional column of group names for per-group breakdowns.
+    """
+    source = open_dump(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                       group_col=group_col)
+    return source.read_all()
+
+
+def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, ignore_label: int | None = None,
+              group_col: str | None = None) -> "DumpSource":
+    """Open a dump for reading in row batches (the schema is checked now, the rows as they come)."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise _fail(path, None, None, "no such file; check the path")
+    if not os.access(path, os.R_OK):
+        raise _fail(path, None, None, "cannot be read (permission denied)")
+    reader = next((r for r in READERS if r.accepts(path)), None)
+    if reader is None:  # a folder that no reader of folders takes
+        raise _fail(path, None, None, "is a folder; give a .parquet or .npz file")
+    return reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                       group_col=group_col)

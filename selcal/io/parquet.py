@@ -1,0 +1,239 @@
+"""Parquet dumps, read by record batches: constant memory whatever their size."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .base import DumpSource, SelcalError, _fail, _first_null_row, _labels_to_int, _short, _strings
+
+_WIDE_LOGIT = re.compile(r"^logit_(\d+)$")
+_FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
+
+
+def _corrupt(path: str, exc: BaseException) -> SelcalError:
+    return _fail(path, None, None, f"not a readable Parquet file ({_short(exc)}); was it truncated or corrupted?")
+
+
+class ParquetSource(DumpSource):
+    """A Parquet dump read by record batches: constant memory whatever its size."""
+
+    def __init__(self, path: str, label_col: str, logits_col: str | None, ignore_label: int | None,
+                 group_col: str | None):
+        self.path, self.ignore_label, self.label_col = path, ignore_label, label_col
+        try:
+            # No read-ahead, and column chunks read 8 MB at a time: a row group of a wide dump can
+            # hold hundreds of MB, which would otherwise be decompressed whole.
+            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23)
+            schema = self.file.schema_arrow
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(path, exc) from None
+        self.num_rows = int(self.file.metadata.num_rows)
+        if self.num_rows < 0:
+            raise _fail(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
+        names = schema.names
+        duplicated = sorted({name for name in names if names.count(name) > 1})
+        if duplicated:
+            raise _fail(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
+        if label_col not in names:
+            raise _fail(path, None, None,
+                        f"no label column '{label_col}' (columns: {', '.join(names)}); name it with --label-col")
+        label_type = schema.field(label_col).type
+        if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
+            raise _fail(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
+        self.logits_col, self.wide_columns = self._resolve_logits(schema, logits_col)
+        self.split_col = None
+        if "split" in names:
+            split_type = schema.field("split").type
+            if not (pa.types.is_string(split_type) or pa.types.is_large_string(split_type)
+                    or pa.types.is_dictionary(split_type)):
+                raise _fail(path, "split", None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
+            self.split_col = "split"
+        self.id_col = "id" if "id" in names else None
+        if self.id_col is not None:
+            id_type = schema.field("id").type
+            if pa.types.is_nested(id_type):
+                raise _fail(path, "id", None, f"has type {id_type}; ids must be single values (strings or numbers)")
+        if group_col is not None and group_col not in names:
+            raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
+        self.group_col = group_col
+        self.metadata = {k.decode(errors="replace"): v.decode(errors="replace")
+                         for k, v in (schema.metadata or {}).items() if k.startswith(b"selcal.")}
+        logits_columns = self.wide_columns or [self.logits_col]
+        wanted = [label_col, *logits_columns, self.split_col, self.id_col, self.group_col]
+        self.columns = list(dict.fromkeys(c for c in wanted if c is not None))
+
+    def _resolve_logits(self, schema: pa.Schema, logits_col: str | None):
+        path, names = self.path, schema.names
+        if logits_col is not None and logits_col not in names:
+            raise _fail(path, None, None, f"no logits column '{logits_col}' (columns: {', '.join(names)})")
+        if logits_col is None:
+            list_columns = [f.name for f in schema if _is_list(f.type)]
+            if "logits" in names:
+                logits_col = "logits"
+            elif any(_WIDE_LOGIT.match(name) for name in names):
+                return "logit_*", _wide_columns(path, schema)  # named for the purpose: beats another list
+            elif len(list_columns) == 1:
+                logits_col = list_columns[0]
+            elif len(list_columns) > 1:
+                raise _fail(path, None, None,
+                            f"several list columns ({', '.join(list_columns)}); name the logits with --logits-col")
+            else:
+                return "logit_*", _wide_columns(path, schema)
+        data_type = schema.field(logits_col).type
+        if not _is_list(data_type):
+            raise _fail(
+                path, logits_col, None,
+                f"has type {data_type}; logits must be a list of float16/float32/float64 per row "
+                "or columns logit_0 .. logit_{K-1}",
+            )
+        value_type = data_type.value_type
+        if _is_list(value_type):
+            raise _fail(path, logits_col, None,
+                        f"holds nested lists ({data_type}); store one flat list of K logits per row")
+        if value_type not in _FLOAT_TYPES:
+            raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
+        return logits_col, None
+
+    def id_column(self) -> np.ndarray | None:
+        if self.id_col is None:
+            return None
+        try:
+            table = self.file.read(columns=[self.label_col, self.id_col])
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        ids = _strings(self.path, "id", table.column(self.id_col))
+        if self.ignore_label is not None:
+            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            ids = ids[labels != self.ignore_label]
+        return ids
+
+    def _labels_and_split(self):
+        columns = [self.label_col] + ([self.split_col] if self.split_col else [])
+        try:
+            table = self.file.read(columns=columns)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+        split = None if not self.split_col else _strings(self.path, "split", table.column("split").combine_chunks())
+        return labels, split
+
+    @property
+    def num_classes(self) -> int:
+        """K as stored (1 for one binary logit); a plain list column is read for its first row, once."""
+        if not hasattr(self, "_num_classes"):
+            data_type = None if self.wide_columns else self.file.schema_arrow.field(self.logits_col).type
+            if self.wide_columns:
+                self._num_classes = len(self.wide_columns)
+            elif pa.types.is_fixed_size_list(data_type):
+                self._num_classes = int(data_type.list_size)
+            else:
+                self._num_classes = next((int(c["logits"].shape[1]) for c, _ in self.raw_batches(1)), 0)
+        return self._num_classes
+
+    @property
+    def logits_bytes(self) -> int:
+        """Estimated from the row groups' uncompressed sizes (every column read)."""
+        metadata = self.file.metadata
+        return int(sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)))
+
+    def raw_batches(self, batch_rows: int):
+        iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self.columns))
+        first_row = 0
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise _corrupt(self.path, exc) from None
+            yield self._columns(batch, first_row), first_row
+            first_row += batch.num_rows
+
+    def _columns(self, batch: pa.RecordBatch, first_row: int) -> dict:
+        path = self.path
+        if self.wide_columns:
+            logits = _wide_logits(path, batch, self.wide_columns, first_row)
+        else:
+            logits = _list_logits(path, batch.column(self.logits_col), self.logits_col, first_row,
+                                  getattr(self, "_row0_classes", None))
+            if first_row == 0 and logits.shape[0]:
+                self._row0_classes = logits.shape[1]
+        return dict(
+            logits=logits,
+            labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
+            split=None if self.split_col is None else _strings(path, "split", batch.column("split"), first_row),
+            ids=None if self.id_col is None else _strings(path, "id", batch.column("id"), first_row),
+            groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
+                                                                  first_row),
+        )
+
+
+def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classes: int | None) -> np.ndarray:
+    """The (rows, K) logits of a list column; ``n_classes`` is row 0's K once known.
+
+    Of null rows, null logits, rows of another length and empty rows, the first offending
+    row is the one named.
+    """
+    problems = []
+    if array.null_count:
+        problems.append((_first_null_row(array), "is null; every row needs its K logits"))
+    values = array.flatten()
+    if values.null_count:
+        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+        problems.append((int(parents[_first_null_row(values)]), "holds a null logit; store finite numbers"))
+    lengths = pc.fill_null(pc.list_value_length(array), 0 if n_classes is None else n_classes)
+    lengths = lengths.to_numpy(zero_copy_only=False)
+    if lengths.size == 0:
+        return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
+    if n_classes is None:
+        n_classes = int(lengths[np.flatnonzero(~pc.is_null(array).to_numpy(zero_copy_only=False))[0]]) \
+            if array.null_count < len(array) else 1
+    ragged = np.flatnonzero((lengths != n_classes) & ~pc.is_null(array).to_numpy(zero_copy_only=False))
+    if ragged.size:
+        row = int(ragged[0])
+        problems.append((row, f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K"))
+    if n_classes == 0:
+        problems.append((0, "is an empty list; every row needs its K logits"))
+    if problems:
+        row, message = min(problems)
+        raise _fail(path, name, first_row + row, message)
+    return values.to_numpy(zero_copy_only=False).reshape(-1, n_classes)
+
+
+def _is_list(data_type) -> bool:
+    return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type)
+
+
+def _wide_columns(path: str, schema: pa.Schema) -> list[str]:
+    indexed = {int(m.group(1)): name for name in schema.names if (m := _WIDE_LOGIT.match(name))}
+    if not indexed:
+        raise _fail(
+            path, None, None,
+            f"no logits found (columns: {', '.join(schema.names)}); store them in a list column "
+            "'logits' or in columns logit_0 .. logit_{K-1}",
+        )
+    n_classes = len(indexed)
+    missing = [k for k in range(n_classes) if k not in indexed]
+    if missing:
+        raise _fail(path, None, None,
+                    f"has {n_classes} logit_k columns but no 'logit_{missing[0]}'; number them 0 .. K-1")
+    for k in range(n_classes):
+        data_type = schema.field(indexed[k]).type
+        if data_type not in _FLOAT_TYPES:
+            raise _fail(path, indexed[k], None, f"has type {data_type}; logits must be float16, float32 or float64")
+    return [indexed[k] for k in range(n_classes)]
+
+
+def _wide_logits(path: str, batch: pa.RecordBatch, names: list[str], first_row: int) -> np.ndarray:
+    columns = []
+    for name in names:
+        column = batch.column(name)
+        if column.null_count:
+            raise _fail(path, name, first_row + _first_null_row(column), "is null; store finite numbers")
+        columns.append(column.to_numpy())
+    return np.stack(columns, axis=1).astype(np.result_type(*columns), copy=False)
