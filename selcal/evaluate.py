@@ -190,6 +190,7 @@ class RowReduction:
     temp_nll: np.ndarray | None = None
     temp_brier: np.ndarray | None = None
     temp_classwise: calibration.ClasswiseBins | None = None
+    top5: np.ndarray | None = None  # label among the 5 largest logits (K >= 5 only)
 
 
 def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None):
@@ -216,6 +217,37 @@ def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None):
     return pred, -np.log1p(rest), nll, brier, bins
 
 
+TOP_K = 5
+
+
+def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarray:
+    """Whether each row's label is among its ``k`` largest logits, ties broken toward the
+    lower class index as argmax breaks them.
+
+    The label's rank (from 0) is the number of logits strictly above v_y plus the number
+    equal to v_y at a lower class index; the row counts when that rank is below ``k``.
+    The equal logits are looked at only on the rows where they can decide it, so the
+    cost is two comparisons per logit.
+
+    Examples
+    --------
+    >>> logits = np.array([[1.0, 3.0, 3.0, 0.0], [1.0, 3.0, 3.0, 0.0]])
+    >>> in_top_k(logits, np.array([1, 2]), k=1).tolist()
+    [True, False]
+    """
+    rows = np.arange(labels.size)
+    target = logits[rows, labels][:, None]
+    above = np.count_nonzero(logits > target, axis=1)
+    tied = np.count_nonzero(logits >= target, axis=1) - above - 1  # other classes equal to v_y
+    unsure = np.flatnonzero((tied > 0) & (above < k) & (above + tied >= k))
+    if unsure.size:
+        sub, sub_labels = logits[unsure], labels[unsure]
+        before = (sub == sub[np.arange(unsure.size), sub_labels][:, None]) & \
+            (np.arange(logits.shape[1]) < sub_labels[:, None])
+        above[unsure] += np.count_nonzero(before, axis=1)
+    return above < k
+
+
 def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
     chunk = np.asarray(chunk, dtype=np.float64)
@@ -224,6 +256,8 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
            "nll": nll, "brier": brier,
            "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
            "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
+    if chunk.shape[1] >= TOP_K:
+        out["top5"] = in_top_k(chunk, labels)
     if p is not None:
         out["pnorm"] = scores.pnorm(chunk, p, options.center)
     if temperature is not None:
@@ -402,6 +436,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
+        top5_accuracy=None if rows.top5 is None else float(np.count_nonzero(rows.top5) / n),
         error=float(np.count_nonzero(~correct) / n),
         nll=scores.exact_mean(rows.nll), brier=scores.exact_mean(rows.brier),
         cece=calibration.classwise_calibration_error(rows.classwise),

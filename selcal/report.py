@@ -40,6 +40,7 @@ class ModelResult:
     nll: float
     brier: float
     cece: float
+    top5_accuracy: float | None = None
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -59,7 +60,9 @@ class ModelResult:
         out = {
             "name": self.name, "path": self.path, "num_classes": self.num_classes,
             "n_eval": self.n_eval, "n_val": self.n_val, "split": self.split,
-            "accuracy": self.accuracy, "error": self.error, "nll": self.nll,
+            "accuracy": self.accuracy,
+            **({"top5_accuracy": self.top5_accuracy} if self.top5_accuracy is not None else {}),
+            "error": self.error, "nll": self.nll,
             "brier": self.brier, "cece": self.cece,
             "scores": self.scores,
         }
@@ -173,7 +176,8 @@ def render_table(result: EvaluationResult, console) -> None:
 
     for model in result.models:
         score_names = list(model.scores)
-        console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%")
+        top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
+        console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%{top5}")
         console.print(f"  evaluated on {model.n_eval} rows" + (
             f"; pnorm and temp fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
             if model.n_val else ""))
@@ -227,6 +231,7 @@ LEADERBOARD_COLUMNS = {
     # column: (short header, kind, lower is better)
     "model": ("model", "text", None),
     "accuracy": ("acc", "pct", False),
+    "top5_accuracy": ("top-5", "pct", False),
     "aurc_msp": ("msp", "pct", True),
     "aurc_max_logit": ("max_logit", "pct", True),
     "aurc_pnorm": ("pnorm", "pct", True),
@@ -247,7 +252,7 @@ _NOTES = {
 
 
 def _leaderboard_note(columns) -> str:
-    return "in %: accuracy, " + ", ".join(note for column, note in _NOTES.items() if column in columns)
+    return "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + ", " + ", ".join(note for column, note in _NOTES.items() if column in columns)
 
 
 def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") -> list[dict[str, Any]]:
@@ -269,6 +274,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
         rows.append({
             "model": model.name,
             "accuracy": model.accuracy,
+            "top5_accuracy": model.top5_accuracy,
             "aurc_msp": aurc.get("msp"),
             "aurc_max_logit": aurc.get("max_logit"),
             "aurc_pnorm": aurc.get("pnorm"),
