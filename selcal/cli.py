@@ -92,6 +92,7 @@ def evaluate(
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
+    pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for every model."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
     seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
@@ -136,7 +137,7 @@ def evaluate(
             result = run_evaluation(
                 [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
-                progress=progress,
+                pixels_per_image=pixels_per_image, progress=progress,
             )
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
@@ -406,6 +407,56 @@ def compare(
     except SelcalError as exc:
         _fail(str(exc))
     _finish(report, json_path, markdown_path, junit_path, quiet)
+
+
+@app.command()
+def pixels(
+    folder: Path = typer.Argument(..., metavar="SEGDIR", help="Folder of per-image .npz files (logits K x h x w, label H x W).", show_default=False),
+    out: Path = typer.Option(..., "--out", metavar="OUT.parquet", help="The pixel dump to write.", show_default=False),
+    pixels_per_image: int = typer.Option(5000, "--pixels-per-image", metavar="P", help="Labelled pixels drawn per image; 0 = every labelled pixel."),
+    seed: int = typer.Option(0, help="Seed of the pixel draw (use the same --seed with evaluate)."),
+    ignore_label: Optional[int] = typer.Option(None, help="Void label, never drawn (default 255)."),
+    label_col: str = typer.Option("label", help="Name of the label array in each .npz."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+):
+    """Draw pixels of a segmentation folder into an ordinary dump: logits, label, id (image/row/col), image."""
+    from .io import open_dump
+    from .io.segmentation import SegmentationSource, write_pixels
+
+    try:
+        if not folder.is_dir():
+            raise SelcalError(f"{folder}: not a folder; give a folder of per-image .npz files")
+        _check_writable(out)
+        source = open_dump(str(folder), label_col=label_col, ignore_label=ignore_label,
+                           pixels_per_image=pixels_per_image, seed=seed)
+        if not isinstance(source, SegmentationSource):
+            raise SelcalError(f"{folder}: holds no .npz files (or also Parquet files); give a folder of per-image "
+                              ".npz files")
+        with _image_progress(quiet) as progress:
+            rows = write_pixels(source, out, progress=progress)
+    except SelcalError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    if not quiet:
+        typer.echo(f"selcal: wrote {out}: {rows} pixels of {len(source.files)} images, K = {source.num_classes}",
+                   err=True)
+
+
+@contextmanager
+def _image_progress(quiet: bool):
+    """An images-done progress bar on stderr (a terminal only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("images"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task("images", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @app.command()

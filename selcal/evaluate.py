@@ -161,13 +161,40 @@ def _check_same_classes(test_path: str, test_classes: int, val_path: str, val_cl
                           "pass the validation file of the same model")
 
 
+def image_holdout_mask(images: np.ndarray, names: np.ndarray, fraction: float, seed: int, where: str = "") -> np.ndarray:
+    """Row mask of the pixel rows held out for validation: those of a seeded ``fraction`` of
+    the images that have rows (chosen by a hash of the image id, independent of order)."""
+    from .io.segmentation import image_holdout
+
+    present = np.unique(images)
+    try:
+        chosen = image_holdout(names[present], fraction, seed)
+    except ValueError:
+        raise SelcalError((f"{where}: " if where else "") + f"a random hold-out of {fraction:g} x {present.size} "
+                          "images leaves no validation or no evaluation images; give more images or --val FOLDER/"
+                          ) from None
+    by_image = np.zeros(names.size, dtype=bool)
+    by_image[present[chosen]] = True
+    return by_image[images]
+
+
 def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | None, Dump, str]:
-    """(validation rows, evaluation rows, rule) of an in-memory dump (see :func:`split_plan`)."""
+    """(validation rows, evaluation rows, rule) of an in-memory dump (see :func:`split_plan`).
+
+    Pixel rows of images (``test.images``) are held out by image, never by pixel (rule
+    ``image-holdout``).
+    """
     if val is not None:
         _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
-    rule, val_mask, eval_mask = split_plan(
-        test.split, val is not None, options.needs_validation,
-        lambda: holdout_mask(test.logits, test.labels, options.val_fraction, options.seed, where=test.path))
+    if test.images is not None:
+        holdout = lambda: image_holdout_mask(test.images, test.image_names, options.val_fraction,  # noqa: E731
+                                             options.seed, where=test.path)
+    else:
+        holdout = lambda: holdout_mask(test.logits, test.labels, options.val_fraction,  # noqa: E731
+                                       options.seed, where=test.path)
+    rule, val_mask, eval_mask = split_plan(test.split, val is not None, options.needs_validation, holdout)
+    if rule == "holdout" and test.images is not None:
+        rule = "image-holdout"
     val_rows = _rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
     return val_rows, test if eval_mask is None else test.subset(eval_mask), rule
 
@@ -372,6 +399,7 @@ def evaluate_arrays(
     extra: dict | None = None,
     groups: np.ndarray | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    clusters: np.ndarray | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from arrays already split.
 
@@ -379,15 +407,19 @@ def evaluate_arrays(
     ``val_labels`` the validation rows the ``pnorm`` and ``temp`` scores are fitted on.
     ``groups`` (N,), optional, names a group per evaluation row (e.g. the source data
     set); each group then gets its own accuracy and selective metrics under ``groups``.
+    ``clusters`` (N,), optional, the image of each pixel row: ``--bootstrap`` then
+    resamples images, not rows.
     """
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
     temp_fit, pnorm_fit = fit_posthoc(val_logits, val_labels, options, where=path or name, warnings=warnings)
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
-    return _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, options=options, name=name, path=path,
-                    split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
-                    total=labels.size)
+    result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, options=options, name=name, path=path,
+                      split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
+                      total=labels.size)
+    result.clusters = clusters
+    return result
 
 
 def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warnings: list[str]):
@@ -543,13 +575,34 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
 def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int) -> dict:
     """The model-level JSON keys that say where the numbers come from (beyond schema 1)."""
     extra: dict = {"val_path": val_path}
-    if rule == "holdout":
+    if rule in ("holdout", "image-holdout"):
         extra.update(val_fraction=options.val_fraction, seed=options.seed)
     if binary:
         extra["binary_logit"] = True
     if n_ignored:
         extra["n_ignored"] = n_ignored
     return extra
+
+
+def pixel_provenance(metadata: dict, names: np.ndarray, images: np.ndarray, val_images: np.ndarray | None,
+                     eval_images: np.ndarray, val: Dump | None) -> dict:
+    """The model-level ``pixels`` JSON key of pixel rows: the sampling settings and counts of
+    the folder (``selcal.pixels`` metadata), and both parts of the split in images and pixels."""
+    import json
+
+    from .io.segmentation import PIXELS_METADATA
+
+    try:
+        out = dict(json.loads(metadata.get(PIXELS_METADATA, "{}")))
+    except (ValueError, TypeError):
+        out = {}
+    out["eval_images"] = int(np.unique(eval_images).size)
+    out["eval_pixels"] = int(eval_images.size)
+    if val_images is not None:
+        out["val_images"], out["val_pixels"] = int(np.unique(val_images).size), int(val_images.size)
+    elif val is not None and getattr(val, "images", None) is not None:
+        out["val_images"], out["val_pixels"] = int(np.unique(val.images).size), int(val.images.size)
+    return out
 
 
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
@@ -559,6 +612,10 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     val_rows, eval_rows, rule = split_rows(test, val, options)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
                         test.n_ignored + (val.n_ignored if val is not None else 0))
+    if test.images is not None:
+        extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
+                                           None if val_rows is None or rule == "val-file" else val_rows.images,
+                                           eval_rows.images, val)
     return evaluate_arrays(
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
@@ -567,7 +624,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         warnings=split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
                                 eval_rows.n_ignored),
         extra=extra, groups=eval_rows.groups,
-        progress=progress,
+        progress=progress, clusters=eval_rows.images,
     )
 
 
@@ -645,12 +702,18 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                           f"{test.ignore_label}; nothing to evaluate")
     check_ids(test.path, test.id_column(), val.path if val is not None else None,
               val.id_column() if val is not None else None)
+    images = test.image_column()
+
     def holdout() -> np.ndarray:
+        if images is not None:
+            return image_holdout_mask(images[0], images[1], options.val_fraction, options.seed, where=test.path)
         hashes = np.concatenate([row_hashes(b.logits if b.logits.shape[1] > 1 else expand_binary(b.logits),
                                             b.labels, options.seed) for b in test.batches()])
         return _lowest_hashes(hashes, options.val_fraction, test.path)
 
     rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, options.needs_validation, holdout)
+    if rule == "holdout" and images is not None:
+        rule = "image-holdout"
     if val is not None:
         val_rows = _rows_of(val.read_all(), "val")
         _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
@@ -667,6 +730,12 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored)
+    eval_images = None
+    if images is not None:
+        eval_images = images[0] if eval_mask is None else images[0][eval_mask]
+        val_images = images[0][val_mask] if val_mask is not None and rule != "val-file" else None
+        extra["pixels"] = pixel_provenance(test.metadata, images[1], images[0], val_images, eval_images,
+                                           val_rows if val is not None else None)
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
@@ -676,6 +745,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     if groups:
         result.groups = np.concatenate(groups)
         result.extra["groups"] = _group_metrics(result, options)
+    result.clusters = eval_images
     return result
 
 
@@ -704,6 +774,7 @@ def evaluate(
     logits_col: str | None = None,
     ignore_label: int | None = None,
     group_col: str | None = None,
+    pixels_per_image: int | None = None,
     stream: bool | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int, int | None], None] | None = None,
@@ -716,6 +787,8 @@ def evaluate(
     paths : path or list of paths to TEST dumps (Parquet or .npz), one model each.
     val : path or list of paths, one validation dump per TEST file (optional).
     options : :class:`Options`; or give its fields as keyword arguments.
+    pixels_per_image : pixels drawn per image of a segmentation folder (default 5000; 0: every
+        labelled pixel); the draw is seeded by ``options.seed``.
     stream : read the TEST file by row batches instead of whole. By default a file is
         streamed when its logits take more than ``memory_budget`` bytes. Either way
         the numbers are the same, bit for bit.
@@ -733,11 +806,14 @@ def evaluate(
         raise SelcalError("no input file given")
     if vals and len(vals) != len(paths):
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
-    columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+    columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                   pixels_per_image=pixels_per_image, seed=options.seed)
     models = []
     names = _unique_names([str(p) for p in paths])
     for index, path in enumerate(paths):
         test = open_dump(path, group_col=group_col, **columns)
+        if progress is not None and hasattr(test, "progress"):  # a reader that reports its reading (images)
+            test.progress = progress
         val_source = open_dump(vals[index], **columns) if vals else None
         streamed = stream if stream is not None else test.logits_bytes > memory_budget
         if streamed:

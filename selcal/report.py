@@ -48,6 +48,7 @@ class ModelResult:
     score_values: dict[str, Any] = field(default_factory=dict, repr=False)
     rows: Any = field(default=None, repr=False)
     groups: Any = field(default=None, repr=False)
+    clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics
@@ -136,6 +137,7 @@ _SPLIT_WORDS = {
     "val-file": "the --val file",
     "split-column": "the 'val' rows of the split column",
     "holdout": "a seeded random hold-out of the TEST rows (give --val to use a file)",
+    "image-holdout": "a seeded random hold-out of whole images (give --val to use a folder)",
 }
 
 
@@ -178,9 +180,20 @@ def render_table(result: EvaluationResult, console) -> None:
         score_names = list(model.scores)
         top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
         console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%{top5}")
-        console.print(f"  evaluated on {model.n_eval} rows" + (
-            f"; pnorm and temp fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
-            if model.n_val else ""))
+        pixels = model.extra.get("pixels")
+        if pixels:  # pixel rows of segmentation images: say how many images, and how they were drawn
+            drawn = pixels.get("pixels_per_image")
+            console.print(f"  evaluated on {model.n_eval} pixels of {pixels['eval_images']} images"
+                          + (f" ({'every labelled pixel' if drawn == 0 else f'at most {drawn} per image'}, "
+                             f"seed {pixels.get('seed')}, void label {pixels.get('ignore_label')})"
+                             if drawn is not None else "")
+                          + (f"; pnorm and temp fitted on {model.n_val} pixels of {pixels.get('val_images')} "
+                             f"images, {_SPLIT_WORDS.get(model.split, model.split)}" if model.n_val else ""),
+                          markup=False)
+        else:
+            console.print(f"  evaluated on {model.n_eval} rows" + (
+                f"; pnorm and temp fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
+                if model.n_val else ""))
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in score_names:

@@ -18,6 +18,7 @@ from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
 from .npz import NpzSource
 from .output import atomic_write
 from .parquet import ParquetSource
+from .segmentation import SegmentationSource, is_segmentation_folder
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES",
            "Reader", "READERS", "register_reader"]
@@ -26,11 +27,13 @@ __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_bina
 @dataclass(frozen=True)
 class Reader:
     """One input kind: ``accepts(path)`` says whether it reads the path, ``open(path, **columns)``
-    returns its :class:`DumpSource` (``columns``: label_col, logits_col, ignore_label, group_col)."""
+    returns its :class:`DumpSource` (``columns``: label_col, logits_col, ignore_label, group_col,
+    and the reader's own ``settings``, e.g. pixels_per_image, seed, which only it is given)."""
 
     name: str
     accepts: Callable[[str], bool]
     open: Callable[..., DumpSource]
+    settings: tuple[str, ...] = ()
 
 
 READERS: list[Reader] = []
@@ -47,6 +50,12 @@ register_reader(Reader(
     lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
         NpzSource(path, label_col, ignore_label),
 ))
+register_reader(Reader(
+    "segmentation", is_segmentation_folder,
+    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None, **settings:
+        SegmentationSource(path, label_col, ignore_label, group_col, **settings),
+    settings=("pixels_per_image", "seed"),
+))
 register_reader(Reader(  # the default: any other file is tried as Parquet
     "parquet", lambda path: not os.path.isdir(path),
     lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
@@ -61,6 +70,7 @@ def read_dump(
     logits_col: str | None = None,
     ignore_label: int | None = None,
     group_col: str | None = None,
+    **settings,
 ) -> Dump:
     """Read a Parquet or ``.npz`` logit dump and validate it.
 
@@ -74,13 +84,17 @@ def read_dump(
     group_col : optional column of group names for per-group breakdowns.
     """
     source = open_dump(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                       group_col=group_col)
+                       group_col=group_col, **settings)
     return source.read_all()
 
 
 def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, ignore_label: int | None = None,
-              group_col: str | None = None) -> "DumpSource":
-    """Open a dump for reading in row batches (the schema is checked now, the rows as they come)."""
+              group_col: str | None = None, **settings) -> "DumpSource":
+    """Open a dump for reading in row batches (the schema is checked now, the rows as they come).
+
+    ``settings`` go to the readers that declare them (e.g. ``pixels_per_image`` and ``seed``
+    to segmentation folders) and are ignored by the others.
+    """
     path = str(path)
     if not os.path.exists(path):
         raise _fail(path, None, None, "no such file; check the path")
@@ -88,6 +102,7 @@ def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, 
         raise _fail(path, None, None, "cannot be read (permission denied)")
     reader = next((r for r in READERS if r.accepts(path)), None)
     if reader is None:  # a folder that no reader of folders takes
-        raise _fail(path, None, None, "is a folder; give a .parquet or .npz file")
+        raise _fail(path, None, None, "is a folder; give a .parquet or .npz file, or a folder of per-image .npz files")
+    own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
     return reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                       group_col=group_col)
+                       group_col=group_col, **own)

@@ -34,6 +34,8 @@ class Dump:
     n_ignored: int = 0
     binary: bool = False
     metadata: dict = field(default_factory=dict)
+    images: np.ndarray | None = None  # per row: index into image_names (pixel rows of segmentation images)
+    image_names: np.ndarray | None = None
 
     @property
     def num_classes(self) -> int:
@@ -55,6 +57,8 @@ class Dump:
             n_ignored=self.n_ignored,
             binary=self.binary,
             metadata=self.metadata,
+            images=pick(self.images),
+            image_names=self.image_names,
         )
 
 
@@ -127,6 +131,11 @@ class DumpSource:
         """The id of every kept row (None without an id column), read without the logits."""
         return None
 
+    def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(image index of every kept row, image ids) when the rows are pixels of images
+        (a segmentation folder, or the dump ``selcal pixels`` wrote), else None."""
+        return None
+
     def split_column(self) -> np.ndarray | None:
         """The split value of every kept row (None without a split column), read without the logits."""
         return self._kept()[1]
@@ -164,9 +173,11 @@ class DumpSource:
         binary = logits.shape[1] == 1
         if binary:
             logits = expand_binary(logits)
+        images = self.image_column()
         return Dump(path=self.path, logits=logits, labels=join("labels"), split=join("split"), ids=join("ids"),
                     groups=join("groups"), n_ignored=sum(b.n_ignored for b in parts), binary=binary,
-                    metadata=self.metadata)
+                    metadata=self.metadata, images=None if images is None else images[0],
+                    image_names=None if images is None else images[1])
 
     def _validate(self, *, logits, labels, split, ids, groups, first_row) -> Batch:
         path, n_rows = self.path, labels.size

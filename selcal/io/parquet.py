@@ -112,6 +112,30 @@ class ParquetSource(DumpSource):
             ids = ids[labels != self.ignore_label]
         return ids
 
+    def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ``image`` column of a pixel dump (``selcal.pixels`` in its metadata), as
+        (index into the sorted image ids, image ids); None for any other file."""
+        if "selcal.pixels" not in self.metadata or "image" not in self.file.schema_arrow.names:
+            return None
+        try:
+            table = self.file.read(columns=[self.label_col, "image"])
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        column = table.column("image")
+        if column.null_count:
+            raise _fail(self.path, "image", _first_null_row(column.combine_chunks()), "is empty (null); "
+                        "give every pixel its image")
+        encoded = pc.dictionary_encode(column.combine_chunks().cast(pa.string()))
+        names = np.array(encoded.dictionary.to_pylist(), dtype=str)
+        order = np.argsort(names, kind="stable")
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        images = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+        if self.ignore_label is not None:
+            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            images = images[labels != self.ignore_label]
+        return images, names[order]
+
     def _labels_and_split(self):
         columns = [self.label_col] + ([self.split_col] if self.split_col else [])
         try:

@@ -1,0 +1,271 @@
+"""Segmentation folders (one .npz per image): the label grid, the pixel draw, the split by image,
+``selcal pixels``, and the equality of ``evaluate SEGDIR/`` with ``evaluate pixels.parquet``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import selcal
+from selcal.cli import app
+from selcal.errors import SelcalError
+from selcal.io import open_dump, read_dump
+from selcal.io.segmentation import SegmentationSource, label_grid, sample_cells
+
+runner = CliRunner()
+
+
+def make_folder(folder, *, n=6, k=4, h=8, w=12, big_h=16, big_w=24, seed=0, label_seed=100, dtype=np.float32,
+                void=0.2, order=None, sizes=None):
+    """``n`` images with random logits (seed) and random labels with void pixels (label_seed)."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    label_rng = np.random.default_rng(label_seed)
+    items = []
+    for i in range(n):
+        hh, ww, bh, bw = sizes[i] if sizes else (h, w, big_h, big_w)
+        label = label_rng.integers(0, k, size=(bh, bw))
+        label[label_rng.random((bh, bw)) < void] = 255
+        logits = rng.normal(size=(k, hh, ww)) * 2
+        logits[label_grid(label, hh, ww)[None].repeat(k, 0) == np.arange(k)[:, None, None]] += 1.5  # some skill
+        items.append((f"img{i:03d}", logits.astype(dtype), label.astype(np.uint8)))
+    for index in (order or range(n)):
+        name, logits, label = items[index]
+        np.savez(os.path.join(folder, f"{name}.npz"), logits=logits, label=label)
+    return items
+
+
+def brute_force_rows(items, ignore=255):
+    """Every labelled logit cell of every image, flattened, with the label at the cell centre (a loop)."""
+    logits, labels, ids = [], [], []
+    for name, image_logits, label in sorted(items, key=lambda item: item[0]):
+        k, h, w = image_logits.shape
+        big_h, big_w = label.shape
+        for i in range(h):
+            for j in range(w):
+                y = int(label[math.floor((i + 0.5) * big_h / h), math.floor((j + 0.5) * big_w / w)])
+                if y != ignore:
+                    logits.append(image_logits[:, i, j])
+                    labels.append(y)
+                    ids.append(f"{name}/{i}/{j}")
+    return np.array(logits), np.array(labels), np.array(ids)
+
+
+def pixel_ids(folder, **settings):
+    source = open_dump(str(folder), **settings)
+    return np.concatenate([source.cell_ids(index, cells) for index, _, cells, _, _ in source.image_rows()])
+
+
+# ----------------------------------------------------------------------------- the grid
+@pytest.mark.parametrize("big,small", [((16, 24), (8, 12)), ((1024, 2048), (256, 512)), ((7, 5), (3, 2)),
+                                       ((5, 5), (5, 5)), ((3, 4), (6, 9)), ((513, 1023), (65, 129))])
+def test_label_grid_takes_the_label_at_the_cell_centre(big, small):
+    label = np.arange(big[0] * big[1]).reshape(big)
+    expected = np.array([[label[math.floor((i + 0.5) * big[0] / small[0]), math.floor((j + 0.5) * big[1] / small[1])]
+                          for j in range(small[1])] for i in range(small[0])])
+    assert np.array_equal(label_grid(label, *small), expected)
+
+
+# ----------------------------------------------------------------------------- the draw
+def test_every_labelled_pixel_with_p_0_equals_the_brute_force_rows(tmp_path):
+    items = make_folder(tmp_path / "seg")
+    logits, labels, ids = brute_force_rows(items)
+    dump = read_dump(str(tmp_path / "seg"), pixels_per_image=0)
+    assert np.array_equal(dump.logits, logits) and np.array_equal(dump.labels, labels)
+    assert np.array_equal(pixel_ids(tmp_path / "seg", pixels_per_image=0), ids)
+    reference = selcal.evaluate_arrays(logits, labels, options=selcal.Options(scores=("msp", "max_logit")))
+    result = selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=0, scores=("msp", "max_logit")).models[0]
+    for name in ("msp", "max_logit"):
+        assert result.scores[name] == reference.scores[name]
+    assert (result.accuracy, result.nll, result.brier, result.cece) == \
+        (reference.accuracy, reference.nll, reference.brier, reference.cece)
+
+
+def test_drawn_pixels_are_the_same_for_two_models_and_never_void(tmp_path):
+    items = make_folder(tmp_path / "a", seed=1)
+    make_folder(tmp_path / "b", seed=2, dtype=np.float16)
+    _, _, all_ids = brute_force_rows(items)
+    for p in (1, 7, 40, 10_000):
+        ids_a = pixel_ids(tmp_path / "a", pixels_per_image=p, seed=3)
+        ids_b = pixel_ids(tmp_path / "b", pixels_per_image=p, seed=3)
+        assert np.array_equal(ids_a, ids_b)
+        assert set(ids_a) <= set(all_ids)  # labelled cells only
+        labelled = {name: int(np.sum([i.startswith(name + "/") for i in all_ids])) for name, _, _ in items}
+        for name, count in labelled.items():
+            assert sum(i.startswith(name + "/") for i in ids_a) == min(p, count)
+
+
+def test_the_draw_is_stable_across_runs_file_order_and_depends_on_the_seed(tmp_path):
+    make_folder(tmp_path / "a")
+    make_folder(tmp_path / "reversed", order=list(range(6))[::-1])
+    first = pixel_ids(tmp_path / "a", pixels_per_image=10)
+    assert np.array_equal(first, pixel_ids(tmp_path / "a", pixels_per_image=10))
+    assert np.array_equal(first, pixel_ids(tmp_path / "reversed", pixels_per_image=10))
+    assert not np.array_equal(first, pixel_ids(tmp_path / "a", pixels_per_image=10, seed=1))
+    # pinned: the draw never changes between selcal versions without notice
+    assert list(sample_cells("img000", np.ones((4, 4), dtype=bool), 3, 0)) == \
+        list(sample_cells("img000", np.ones((4, 4), dtype=bool), 3, 0))
+
+
+def test_smaller_draws_are_subsets_of_larger_ones(tmp_path):
+    make_folder(tmp_path / "a")
+    small, large = (set(pixel_ids(tmp_path / "a", pixels_per_image=p)) for p in (5, 30))
+    assert small < large
+
+
+def test_images_of_other_sizes_and_equal_sizes(tmp_path):
+    sizes = [(8, 12, 16, 24), (5, 5, 5, 5), (3, 7, 10, 30)]
+    items = make_folder(tmp_path / "a", n=3, sizes=sizes)
+    logits, labels, ids = brute_force_rows(items)
+    dump = read_dump(str(tmp_path / "a"), pixels_per_image=0)
+    assert np.array_equal(dump.logits, logits) and np.array_equal(dump.labels, labels)
+
+
+# ----------------------------------------------------------------- folder == pixel dump
+def _json_without_paths(path):
+    data = json.loads(open(path).read())
+    for model in data["models"]:
+        model.pop("path")
+        model.pop("name")
+    return data
+
+
+@pytest.mark.parametrize("extra", [[], ["--pixels-per-image", "0"], ["--seed", "5", "--val-fraction", "0.4"],
+                                   ["--scores", "msp,max_logit"]])
+def test_evaluate_folder_equals_evaluate_of_its_pixel_dump(tmp_path, extra):
+    make_folder(tmp_path / "seg", n=8, h=16, w=16, big_h=32, big_w=32)
+    draw = [a for a in extra if a != "--scores" and a != "msp,max_logit"]
+    draw = [v for i, v in enumerate(draw) if v in ("--pixels-per-image", "--seed") or
+            (i and draw[i - 1] in ("--pixels-per-image", "--seed"))]
+    result = runner.invoke(app, ["pixels", str(tmp_path / "seg"), "--out", str(tmp_path / "seg.parquet"), "-q", *draw])
+    assert result.exit_code == 0, result.output
+    for source, out in ((tmp_path / "seg", "folder.json"), (tmp_path / "seg.parquet", "pixels.json")):
+        result = runner.invoke(app, ["evaluate", str(source), "--json", str(tmp_path / out), "-q", *extra])
+        assert result.exit_code == 0, result.output
+    folder, pixels = _json_without_paths(tmp_path / "folder.json"), _json_without_paths(tmp_path / "pixels.json")
+    assert folder == pixels
+    assert (tmp_path / "folder.json").read_text().replace(str(tmp_path / "seg"), "X") == \
+        (tmp_path / "pixels.json").read_text().replace(str(tmp_path / "seg.parquet"), "X")
+
+
+def test_streamed_folder_gives_the_same_numbers(tmp_path):
+    make_folder(tmp_path / "seg", n=8)
+    whole = selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=20).to_json()
+    streamed = selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=20, stream=True).to_json()
+    assert whole == streamed
+
+
+def test_pixel_dump_columns(tmp_path):
+    items = make_folder(tmp_path / "seg", n=3)
+    result = runner.invoke(app, ["pixels", str(tmp_path / "seg"), "--out", str(tmp_path / "px.parquet"),
+                                 "--pixels-per-image", "0"])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(tmp_path / "px.parquet")
+    logits, labels, ids = brute_force_rows(items)
+    assert table.column("id").to_pylist() == ids.tolist()
+    assert table.column("image").to_pylist() == [i.split("/")[0] for i in ids]
+    assert np.array_equal(np.stack(table.column("logits").to_numpy(zero_copy_only=False)), logits)
+    assert table.column("label").to_pylist() == labels.tolist()
+    meta = json.loads(table.schema.metadata[b"selcal.pixels"])
+    assert meta["images"] == 3 and meta["pixels"] == len(ids) and meta["ignore_label"] == 255
+
+
+# ----------------------------------------------------------------------------- the split
+def test_the_holdout_takes_whole_images_independent_of_file_order(tmp_path):
+    make_folder(tmp_path / "a", n=10)
+    make_folder(tmp_path / "reversed", n=10, order=list(range(10))[::-1])
+    dumps = [read_dump(str(tmp_path / f), pixels_per_image=15) for f in ("a", "reversed")]
+    options = selcal.Options(val_fraction=0.3)
+    splits = [selcal.evaluate.__globals__["split_rows"](d, None, options) for d in dumps]
+    for val_rows, eval_rows, rule in splits:
+        assert rule == "image-holdout"
+        val_images, eval_images = set(val_rows.images.tolist()), set(eval_rows.images.tolist())
+        assert len(val_images) == 3 and len(eval_images) == 7 and not val_images & eval_images
+    assert np.array_equal(splits[0][0].logits, splits[1][0].logits)
+    model = selcal.evaluate(str(tmp_path / "a"), pixels_per_image=15, val_fraction=0.3).models[0]
+    pixels = model.extra["pixels"]
+    assert (pixels["val_images"], pixels["eval_images"]) == (3, 7)
+    assert pixels["val_pixels"] == model.n_val and pixels["eval_pixels"] == model.n_eval
+    assert model.split == "image-holdout"
+
+
+def test_val_folder(tmp_path):
+    make_folder(tmp_path / "test", n=4, seed=1)
+    make_folder(tmp_path / "val", n=3, seed=2, label_seed=7)
+    result = runner.invoke(app, ["evaluate", str(tmp_path / "test"), "--val", str(tmp_path / "val"),
+                                 "--json", str(tmp_path / "out.json"), "-q", "--pixels-per-image", "20"])
+    assert result.exit_code == 0, result.output
+    model = json.loads((tmp_path / "out.json").read_text())["models"][0]
+    assert model["split"] == "val-file" and model["n_val"] == 60 and model["n_eval"] == 80
+    assert model["pixels"]["val_images"] == 3 and model["pixels"]["eval_images"] == 4
+
+
+def test_compare_two_folders(tmp_path):
+    make_folder(tmp_path / "a", n=6, seed=1)
+    make_folder(tmp_path / "b", n=6, seed=2)
+    result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--bootstrap", "20", "-q"])
+    assert result.exit_code in (0, 1), result.output
+
+
+# ----------------------------------------------------------------------------- bad input
+def _error(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("selcal: error: "), result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("break_it,expected", [
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((1, 4, 8, 12), np.float32),
+                        label=np.zeros((16, 24), np.uint8)), "img001.npz: column 'logits': has shape (1, 4, 8, 12)"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((3, 8, 12), np.float32),
+                        label=np.zeros((16, 24), np.uint8)), "has K = 3 classes but img000.npz has K = 4"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.int32),
+                        label=np.zeros((16, 24), np.uint8)), "has dtype int32"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32),
+                        label=np.zeros((16, 24), np.float32)), "labels must be integers"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32),
+                        label=np.full((16, 24), 7, np.uint8)), "logit cell (0, 0) has label 7, outside 0 .. 3"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32)), "no array named 'label'"),
+    (lambda f: np.savez(f / "img001.npz", label=np.zeros((16, 24), np.uint8)), "no array named 'logits'"),
+    (lambda f: (f / "img001.npz").write_bytes(b"PK\x03\x04 truncated"), "img001.npz: not a readable .npz file"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.full((4, 8, 12), np.nan, np.float32),
+                        label=np.zeros((16, 24), np.uint8)), "logit cell (0, 0) holds NaN"),
+    (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32),
+                        label=np.zeros((16,), np.uint8)), "expected the label map H x W"),
+])
+def test_bad_images_are_refused_in_one_line_without_output(tmp_path, break_it, expected):
+    make_folder(tmp_path / "seg", n=3)
+    break_it(tmp_path / "seg")
+    for args in (["evaluate", str(tmp_path / "seg")],
+                 ["pixels", str(tmp_path / "seg"), "--out", str(tmp_path / "px.parquet")]):
+        assert expected in _error(args)
+    assert os.listdir(tmp_path) == ["seg"]
+
+
+def test_bad_settings(tmp_path):
+    make_folder(tmp_path / "seg", n=3)
+    assert "--pixels-per-image must be 0" in _error(["evaluate", str(tmp_path / "seg"), "--pixels-per-image", "-1"])
+    assert "only the group 'image'" in _error(["evaluate", str(tmp_path / "seg"), "--group-col", "city"])
+    assert "folder of per-image .npz files" in _error(["pixels", str(tmp_path), "--out", str(tmp_path / "x.parquet")])
+    assert "leaves no validation or no evaluation images" in _error(
+        ["evaluate", str(tmp_path / "seg"), "--val-fraction", "0.1"])
+    every_pixel_void = tmp_path / "void"
+    make_folder(every_pixel_void, n=2, void=1.0)
+    assert "nothing to evaluate" in _error(["evaluate", str(every_pixel_void), "--scores", "msp"])
+
+
+def test_group_by_image(tmp_path):
+    make_folder(tmp_path / "seg", n=3)
+    model = selcal.evaluate(str(tmp_path / "seg"), group_col="image", scores=("msp",), pixels_per_image=10).models[0]
+    assert sorted(model.extra["groups"]) == ["img000", "img001", "img002"]
+    assert all(g["n_eval"] == 10 for g in model.extra["groups"].values())
