@@ -9,6 +9,7 @@ own wall time (imports excluded) and peak RSS; the medians and the ratio are pri
     python bench/bench_evaluate.py                      # everyday case: 50 000 x 1000 + 10 000 x 1000
     python bench/bench_evaluate.py --n-test 2000000 --stream   # the big case, streamed
     python bench/bench_evaluate.py --n-test 20000 --n-val 2000 --classes 128000 --stream  # wide
+    python bench/bench_evaluate.py --scores all                 # every registered score
 
 Dumps are generated once (seeded, see make_dumps.py) into --dir and reused.
 """
@@ -69,7 +70,8 @@ def peak_mb():
 import selcal
 stream = {"auto": None, "yes": True, "no": False}[sys.argv[3]]
 start = time.perf_counter()
-result = selcal.evaluate(sys.argv[1], sys.argv[2], stream=stream)
+scores = tuple(sys.argv[4].split(",")) if len(sys.argv) > 4 else None
+result = selcal.evaluate(sys.argv[1], sys.argv[2], stream=stream, **({"scores": scores} if scores else {}))
 result.to_json()
 print(json.dumps({"seconds": time.perf_counter() - start,
                   "peak_mb": peak_mb()}))
@@ -89,6 +91,7 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stream", choices=("auto", "yes", "no"), default="auto")
+    parser.add_argument("--scores", default=None, help="selcal's --scores (default: the default four; 'all': every score)")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (it cannot hold a dump larger than RAM)")
     args = parser.parse_args()
 
@@ -106,10 +109,11 @@ def main() -> None:
     for _ in range(args.runs):
         if not args.no_floor:
             floors.append(run(FLOOR, str(test), str(val)))
-        selcals.append(run(SELCAL, str(test), str(val), args.stream))
+        selcals.append(run(SELCAL, str(test), str(val), args.stream, *([args.scores] if args.scores else [])))
     machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, {__import__('os').cpu_count()} cores"
     report = {
-        "case": f"test {args.n_test} x {args.classes}, val {args.n_val} x {args.classes}, float32",
+        "case": f"test {args.n_test} x {args.classes}, val {args.n_val} x {args.classes}, float32"
+                + (f", --scores {args.scores}" if args.scores else ""),
         "machine": machine,
         "selcal_seconds": statistics.median(r["seconds"] for r in selcals),
         "selcal_peak_mb": max(r["peak_mb"] for r in selcals),

@@ -35,7 +35,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from .errors import SelcalError
-from .scores import SCORE_NAMES
+from .scores import REGISTRY as SCORE_NAMES
 
 __all__ = [
     "LOWER_IS_BETTER",

@@ -12,7 +12,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -51,9 +51,11 @@ class Options:
     workers: int | None = None
 
     def __post_init__(self):
-        unknown = [s for s in self.scores if s not in scores.SCORE_NAMES]
+        object.__setattr__(self, "scores", scores.score_names(self.scores))  # "all", and registry order
+        unknown = [s for s in self.scores if s not in scores.REGISTRY]
         if unknown or not self.scores:
-            raise SelcalError(f"unknown score {unknown[0] if unknown else '(none)'}; choose from {', '.join(scores.SCORE_NAMES)}")
+            raise SelcalError(f"unknown score {unknown[0] if unknown else '(none)'}; choose from "
+                              f"{', '.join(scores.REGISTRY)}, or all")
         if self.bins < 1:
             raise SelcalError(f"--bins must be at least 1, got {self.bins}")
         if any(not 0 <= r <= 1 for r in self.risks):
@@ -73,7 +75,12 @@ class Options:
 
     @property
     def needs_validation(self) -> bool:
-        return "pnorm" in self.scores or "temp" in self.scores
+        return any(scores.REGISTRY[name].needs_validation for name in self.scores)
+
+    @property
+    def computed_scores(self) -> tuple[str, ...]:
+        """The chosen scores computed by their registry entry (all but the original four)."""
+        return tuple(name for name in self.scores if scores.REGISTRY[name].compute is not None)
 
 
 # ------------------------------------------------------------------------ splitting
@@ -218,15 +225,16 @@ class RowReduction:
     temp_brier: np.ndarray | None = None
     temp_classwise: calibration.ClasswiseBins | None = None
     top5: np.ndarray | None = None  # label among the 5 largest logits (K >= 5 only)
+    scores: dict[str, np.ndarray] = field(default_factory=dict)  # the registry-computed scores, by name
 
 
-def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None):
+def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None):
     """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v).
 
     Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
     so that no term cancels when p_y is close to 1.
     """
-    pred, exps, rest = scores.softmax_terms(logits, inverse_temperature, pred)
+    pred, exps, rest = terms if terms is not None else scores.softmax_terms(logits, inverse_temperature, pred)
     rows = np.arange(labels.size)
     hit = pred == labels
     exp_label = exps[rows, labels]  # 0 where the label is the prediction
@@ -275,11 +283,21 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
     return above < k
 
 
-def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
-    """Per-row numbers of one chunk of evaluation rows (float64 from here on)."""
+def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None) -> dict:
+    """Per-row numbers of one chunk of evaluation rows (float64 from here on).
+
+    The registry's scores (``options.computed_scores``) share the chunk's softmax terms
+    with the NLL and Brier below; they are computed first, as those reuse the terms' memory.
+    """
     chunk = np.asarray(chunk, dtype=np.float64)
-    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins)
-    out = {"correct": pred == labels, "log_msp": log_msp, "max_logit": chunk[np.arange(labels.size), pred],
+    computed, terms = {}, None
+    if options.computed_scores:
+        shared = scores.ChunkTerms(chunk)
+        for name in options.computed_scores:
+            computed[SCORE_KEY + name] = scores.REGISTRY[name].compute(shared, (fits or {}).get(name))
+        terms = shared.softmax
+    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins, terms=terms)
+    out = {**computed, "correct": pred == labels, "log_msp": log_msp, "max_logit": chunk[np.arange(labels.size), pred],
            "nll": nll, "brier": brier,
            "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
            "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
@@ -291,6 +309,9 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p) -> dict:
         _, out["temp_log_msp"], out["temp_nll"], out["temp_brier"], out["temp_classwise"] = _probability_terms(
             chunk, labels, 1.0 / temperature, options.bins, pred)
     return out
+
+
+SCORE_KEY = "score:"  # per-row arrays of registry-computed scores, on their way through reduce_rows
 
 
 def rows_per_chunk(n_classes: int, options: Options) -> int:
@@ -312,6 +333,7 @@ def reduce_rows(
     p: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     total: int | None = None,
+    fits: dict | None = None,
 ) -> RowReduction:
     """One pass over the evaluation logits, chunk by chunk, to per-row numbers.
 
@@ -347,12 +369,12 @@ def reduce_rows(
     workers = options.workers or min(4, os.cpu_count() or 1)
     if workers <= 1:
         for chunk, labels in chunks:
-            collect(_reduce_chunk(chunk, labels, options, temperature, p), len(labels))
+            collect(_reduce_chunk(chunk, labels, options, temperature, p, fits), len(labels))
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: deque = deque()
             for chunk, labels in chunks:
-                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p), len(labels)))
+                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p, fits), len(labels)))
                 if len(pending) > workers:
                     future, n_rows = pending.popleft()
                     collect(future.result(), n_rows)
@@ -364,7 +386,8 @@ def reduce_rows(
     if total is not None and done != total:
         raise AssertionError(f"reduced {done} rows, expected {total}")
     joined = filled if total is not None else {name: np.concatenate(values) for name, values in parts.items()}
-    return RowReduction(classwise=classwise, temp_classwise=temp_classwise, **joined)
+    computed = {name[len(SCORE_KEY):]: joined.pop(name) for name in list(joined) if name.startswith(SCORE_KEY)}
+    return RowReduction(classwise=classwise, temp_classwise=temp_classwise, scores=computed, **joined)
 
 
 # ------------------------------------------------------------------------- metrics
@@ -414,9 +437,10 @@ def evaluate_arrays(
     warnings = list(warnings)
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
     temp_fit, pnorm_fit = fit_posthoc(val_logits, val_labels, options, where=path or name, warnings=warnings)
+    fits = fit_scores(val_logits, val_labels, options)
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
-    result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, options=options, name=name, path=path,
-                      split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
+    result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, fits=fits, options=options, name=name,
+                      path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
                       total=labels.size)
     result.clusters = clusters
     return result
@@ -427,7 +451,9 @@ def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warning
     if not options.needs_validation:
         return None, None
     if val_labels is None or np.asarray(val_labels).size == 0:
-        raise SelcalError(f"{where}: the pnorm and temp scores need validation rows; give --val FILE, "
+        fitted = [name for name in options.scores if scores.REGISTRY[name].needs_validation]
+        raise SelcalError(f"{where}: the {' and '.join(fitted)} score{'s' if len(fitted) > 1 else ''} need"
+                          f"{'' if len(fitted) > 1 else 's'} validation rows; give --val FILE, "
                           "a split column, or use --scores msp,max_logit")
     val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
     val_labels = np.asarray(val_labels, dtype=np.int64)
@@ -451,16 +477,30 @@ def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warning
     return temp_fit, pnorm_fit
 
 
+def fit_scores(val_logits, val_labels, options: Options) -> dict:
+    """The fits of the registry's fitted scores (name -> fit), on the validation rows only.
+
+    (``pnorm`` and ``temp`` are fitted by :func:`fit_posthoc`, which also checks that
+    validation rows exist.)
+    """
+    fitted = [name for name in options.computed_scores if scores.REGISTRY[name].fit is not None]
+    if not fitted:
+        return {}
+    val_logits = np.asarray(val_logits)
+    val_labels = np.asarray(val_labels, dtype=np.int64)
+    return {name: scores.REGISTRY[name].fit(val_logits, val_labels, options) for name in fitted}
+
+
 def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
-             n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None
-             ) -> ModelResult:
+             n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
+             fits: dict | None = None) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
     wanted = options.scores
     rows = reduce_rows(
         chunks, n_classes, options=options,
         temperature=temp_fit.temperature if temp_fit else None,
         p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
-        progress=progress, total=total,
+        progress=progress, total=total, fits=fits,
     )
     correct = rows.correct
     n = correct.size
@@ -500,6 +540,14 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
             gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback, objective=temp_fit.objective,
         )
         result.add_score("temp", metrics, curve, rows.temp_log_msp)
+    for score_name in options.computed_scores:
+        spec, values = scores.REGISTRY[score_name], rows.scores[score_name]
+        curve, metrics = _score_metrics(values, correct, options)
+        if spec.probability:
+            metrics.update(_calibration_metrics(values, correct, options.bins))
+        if spec.describe is not None:
+            metrics.update(spec.describe((fits or {})[score_name]))
+        result.add_score(score_name, metrics, curve, values)
     if groups is not None:
         result.groups = np.asarray(groups)
         result.extra["groups"] = _group_metrics(result, options)
@@ -729,6 +777,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
+    fits = fit_scores(None if val_rows is None else val_rows.logits,
+                      None if val_rows is None else val_rows.labels, options)
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored)
     eval_images = None
     if images is not None:
@@ -739,7 +789,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
-    result = _measure(chunks, n_classes, temp_fit, pnorm_fit, options=options, name=name or _model_name(test.path),
+    result = _measure(chunks, n_classes, temp_fit, pnorm_fit, fits=fits, options=options,
+                      name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval)
     if groups:

@@ -14,6 +14,7 @@ from . import scores
 from .selective import augrc, aurc, risk_coverage
 
 __all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
+           "PnormSoftmaxFit", "fit_pnorm_softmax", "PNORM_SOFTMAX_T_GRID",
            "TEMPERATURE_OBJECTIVES", "PNORM_OBJECTIVES"]
 
 GRADIENT_TOLERANCE = 1e-9
@@ -252,3 +253,59 @@ def fit_pnorm(
         val_objective=val_objective,
         val_objective_msp=msp_objective,
     )
+
+
+# T of pNormSoftmax: 2**(j/2) for j = -20 .. 4, i.e. 1/1024 .. 4. The normalised logits
+# z_c / ||z_c||_p have entries in [-1, 1], so the softmax of z_c / (T ||z_c||_p) goes from
+# nearly uniform (T = 4) to nearly one-hot (T = 1/1024) over this grid.
+PNORM_SOFTMAX_T_GRID = tuple(2.0 ** (j / 2) for j in range(-20, 5))
+
+
+@dataclass
+class PnormSoftmaxFit:
+    """Result of :func:`fit_pnorm_softmax`: the best (p, T) of the grid and whether MSP is used instead."""
+
+    p: int
+    temperature: float
+    fallback: bool
+    center: bool
+    val_objective: float  # validation AURC at the chosen (p, T)
+    val_objective_msp: float
+
+
+def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11), t_grid=PNORM_SOFTMAX_T_GRID, *,
+                      center: bool = True, estimator: str = "mean") -> PnormSoftmaxFit:
+    """(p, T) of pNormSoftmax, MSP(z_c / (T ||z_c||_p)), by the lowest validation AURC over the grid.
+
+    Ties go to the smallest p, then the smallest T. Falls back to MSP when MSP's validation
+    AURC is lower or equal (as :func:`fit_pnorm`). Memory: the validation rows times the T grid.
+
+    References
+    ----------
+    Cattelan & Silva, "How to fix a broken confidence estimator: evaluating post-hoc methods
+    for selective classification with deep neural networks", UAI 2024 (pNormSoftmax).
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    p_grid = sorted({int(p) for p in p_grid})
+    t_grid = sorted(float(t) for t in t_grid)
+    n = labels.size
+    correct = np.empty(n, dtype=bool)
+    msp = np.empty(n)
+    for rows in scores.row_chunks(*logits.shape):
+        chunk = np.asarray(logits[rows], dtype=np.float64)
+        correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
+        msp[rows] = scores.log_msp(chunk)
+    best = None
+    values = np.empty((n, len(t_grid)))
+    for p in p_grid:
+        for rows in scores.row_chunks(*logits.shape):
+            normalised = scores.normalised_logits(np.asarray(logits[rows], dtype=np.float64), p, center)
+            for j, temperature in enumerate(t_grid):
+                values[rows, j] = scores.log_msp(normalised, 1.0 / temperature)
+        for j, temperature in enumerate(t_grid):
+            objective = aurc(risk_coverage(values[:, j], correct), estimator)
+            if best is None or objective < best[0]:
+                best = (objective, p, temperature)
+    msp_objective = aurc(risk_coverage(msp, correct), estimator)
+    return PnormSoftmaxFit(p=best[1], temperature=best[2], fallback=bool(msp_objective <= best[0]), center=center,
+                           val_objective=best[0], val_objective_msp=msp_objective)

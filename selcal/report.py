@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .scores import REGISTRY
 
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
            "leaderboard",
@@ -141,6 +142,10 @@ _SPLIT_WORDS = {
 }
 
 
+def _and(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def _format(value, kind: str) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -180,6 +185,8 @@ def render_table(result: EvaluationResult, console) -> None:
         score_names = list(model.scores)
         top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
         console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%{top5}")
+        fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_validation]) \
+            or "pnorm and temp"
         pixels = model.extra.get("pixels")
         if pixels:  # pixel rows of segmentation images: say how many images, and how they were drawn
             drawn = pixels.get("pixels_per_image")
@@ -187,23 +194,30 @@ def render_table(result: EvaluationResult, console) -> None:
                           + (f" ({'every labelled pixel' if drawn == 0 else f'at most {drawn} per image'}, "
                              f"seed {pixels.get('seed')}, void label {pixels.get('ignore_label')})"
                              if drawn is not None else "")
-                          + (f"; pnorm and temp fitted on {model.n_val} pixels of {pixels.get('val_images')} "
+                          + (f"; {fitted_text} fitted on {model.n_val} pixels of {pixels.get('val_images')} "
                              f"images, {_SPLIT_WORDS.get(model.split, model.split)}" if model.n_val else ""),
                           markup=False)
         else:
             console.print(f"  evaluated on {model.n_eval} rows" + (
-                f"; pnorm and temp fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
+                f"; {fitted_text} fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
                 if model.n_val else ""))
-        table = Table(show_edge=False, pad_edge=False)
-        table.add_column("metric")
-        for name in score_names:
-            table.add_column(name, justify="right")
-        for index, section in enumerate(metric_sections(model)):
-            if index:
-                table.add_section()
-            for label, kind, values in section:
-                table.add_row(label, *(_format(v, kind) for v in values))
-        console.print(table)
+        sections = metric_sections(model)
+        # Many scores (--scores all) in a narrow terminal: several tables of the columns that fit.
+        per_table = max(4, (console.width - 24) // 10)  # the default four always stay together
+        for first in range(0, len(score_names), per_table):
+            shown = range(first, min(first + per_table, len(score_names)))
+            table = Table(show_edge=False, pad_edge=False)
+            table.add_column("metric", no_wrap=True)
+            for j in shown:
+                table.add_column(score_names[j], justify="right", no_wrap=True)
+            for index, section in enumerate(sections):
+                rows = [(label, kind, values) for label, kind, values in section
+                        if any(values[j] is not None for j in shown) or index == 0]
+                if index and rows:
+                    table.add_section()
+                for label, kind, values in rows:
+                    table.add_row(label, *(_format(values[j], kind) for j in shown))
+            console.print(table)
         if model.extra.get("groups"):
             console.print(_group_table(model))
         notes = []
@@ -217,6 +231,7 @@ def render_table(result: EvaluationResult, console) -> None:
             centre = "centred" if p["center"] else "uncentred"
             notes.append(f"pnorm: p = {p['p']} ({centre}, by validation {p['objective'].upper()})"
                          + ("; falls back to MSP, which is no worse on validation" if p["fallback"] else ""))
+        notes += [REGISTRY[n].note(model.scores[n]) for n in score_names if n in REGISTRY and REGISTRY[n].note]
         for note in notes:
             console.print(f"  {note}")
         for warning in model.warnings:
@@ -250,6 +265,8 @@ LEADERBOARD_COLUMNS = {
     "aurc_pnorm": ("pnorm", "pct", True),
     "p": ("p", "int", None),
     "aurc_temp": ("temp", "pct", True),
+    # the AURC of every other registered score (shown when some model has it)
+    **{f"aurc_{name}": (name, "pct", True) for name in REGISTRY if name not in ("msp", "max_logit", "pnorm", "temp")},
     "best_posthoc": ("best", "text", None),
     "aurc_best_posthoc": ("best AURC", "pct", True),
     "pnorm_gain": ("pnorm gain", "pct", False),
@@ -258,7 +275,7 @@ LEADERBOARD_COLUMNS = {
 }
 _NOTES = {
     "aurc_msp": "AURC of each score",
-    "aurc_best_posthoc": "the best post-hoc score (pnorm or temp) and its AURC",
+    "aurc_best_posthoc": "the best post-hoc score (one fitted on validation rows) and its AURC",
     "pnorm_gain": "(pnorm) gain = AURC(msp) - AURC(pnorm)",
     "ece_temp": "ECE before/after (T) temperature scaling",
 }
@@ -282,17 +299,14 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
     for model in result.models:
         scores = model.scores
         aurc = {name: scores[name]["aurc"] for name in scores}
-        posthoc = {name: aurc[name] for name in ("pnorm", "temp") if name in aurc}
+        posthoc = {name: aurc[name] for name in aurc if name in REGISTRY and REGISTRY[name].needs_validation}
         best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
         rows.append({
             "model": model.name,
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
-            "aurc_msp": aurc.get("msp"),
-            "aurc_max_logit": aurc.get("max_logit"),
-            "aurc_pnorm": aurc.get("pnorm"),
+            **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
             "p": scores.get("pnorm", {}).get("p"),
-            "aurc_temp": aurc.get("temp"),
             "best_posthoc": best,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
             "pnorm_gain": aurc["msp"] - aurc["pnorm"] if "msp" in aurc and "pnorm" in aurc else None,

@@ -7,6 +7,9 @@ float64 value per row (higher = more confident).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +17,17 @@ __all__ = [
     "row_chunks",
     "SCORE_NAMES",
     "PROBABILITY_SCORES",
+    "Score",
+    "ChunkTerms",
+    "REGISTRY",
+    "register_score",
+    "score_names",
+    "energy",
+    "negative_entropy",
+    "margin",
+    "logit_margin",
+    "gini",
+    "normalised_logits",
     "softmax_terms",
     "log_msp",
     "max_logit",
@@ -21,7 +35,7 @@ __all__ = [
     "pnorm_grid",
 ]
 
-SCORE_NAMES = ("msp", "max_logit", "pnorm", "temp")
+SCORE_NAMES = ("msp", "max_logit", "pnorm", "temp")  # the default of --scores; every name: REGISTRY
 
 # Up to this many classes, per-row sums run over the terms sorted ascending: rows that are
 # permutations of one another then get bit-identical scores (and tie, as they do exactly),
@@ -106,6 +120,17 @@ def _scale_to_unit(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def _centred_scaled(logits: np.ndarray, center: bool) -> np.ndarray:
+    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below)."""
+    if center:
+        shifted = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
+        centred = shifted * logits.shape[1]
+        centred -= row_sums(shifted)[:, None]
+    else:
+        centred = logits.copy()
+    return _scale_to_unit(centred)
+
+
 def _normalised_magnitudes(logits: np.ndarray, center: bool):
     """(top, |x| / m, positive part of x / m) for x = v - mu, m a power of two above max_k |x_k|.
 
@@ -116,13 +141,7 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool):
     equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
     x = 0 and scores 0.
     """
-    if center:
-        shifted = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
-        centred = shifted * logits.shape[1]
-        centred -= row_sums(shifted)[:, None]
-    else:
-        centred = logits.copy()
-    centred = _scale_to_unit(centred)
+    centred = _centred_scaled(logits, center)
     top = centred.max(axis=1)
     magnitudes = np.abs(centred)
     positive = np.maximum(centred, 0.0, out=centred)
@@ -176,3 +195,238 @@ def pnorm(logits: np.ndarray, p: int, center: bool = True) -> np.ndarray:
     [0.707107]
     """
     return pnorm_grid(logits, [p], center)[:, 0]
+
+
+def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.ndarray:
+    """x / ||x||_p row by row, x = v - mean_k v_k (``center``) or v; a row of zeros stays zero.
+
+    The input of pNormSoftmax. Computed from the same exactly rescaled x as :func:`pnorm_grid`
+    (and the same centred p = 1 norm, 2 sum_k max(x_k, 0)), so the result does not depend
+    on the logits' scale and permuted rows give permuted results.
+
+    Examples
+    --------
+    >>> normalised_logits(np.array([[3.0, 0.0, -3.0]]), p=1).tolist()
+    [[0.5, 0.0, -0.5]]
+    """
+    p = int(p)
+    if p < 1:
+        raise ValueError("p must be a positive integer")
+    x = _centred_scaled(np.asarray(logits, dtype=np.float64), center)
+    if center and p == 1:
+        norm = 2.0 * row_sums(np.maximum(x, 0.0))
+    else:
+        magnitudes = np.abs(x)
+        power = magnitudes.copy()
+        for _ in range(p - 1):
+            power *= magnitudes
+        norm = row_sums(power) ** (1.0 / p)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norm[:, None] > 0, x / norm[:, None], 0.0)
+
+
+# --------------------------------------------------------------------------- registry
+class ChunkTerms:
+    """What the scores of one chunk of logits share, each computed once, on first use.
+
+    ``logits`` is the float64 chunk (N, K); ``pred``, ``exps``, ``rest`` are those of
+    :func:`softmax_terms` at T = 1 (``exps[i, pred_i] = 0``, ``rest`` = S); ``top`` is
+    v_max, ``log_msp`` = -log1p(S). Scores read these and never modify them.
+    """
+
+    def __init__(self, logits: np.ndarray, terms: tuple | None = None):
+        self.logits = logits
+        self._terms = terms
+
+    @property
+    def softmax(self) -> tuple:
+        if self._terms is None:
+            self._terms = softmax_terms(self.logits)
+        return self._terms
+
+    @property
+    def pred(self) -> np.ndarray:
+        return self.softmax[0]
+
+    @property
+    def exps(self) -> np.ndarray:
+        return self.softmax[1]
+
+    @property
+    def rest(self) -> np.ndarray:
+        return self.softmax[2]
+
+    @property
+    def top(self) -> np.ndarray:
+        return self.logits[np.arange(self.logits.shape[0]), self.pred]
+
+    @property
+    def log_msp(self) -> np.ndarray:
+        return -np.log1p(self.rest)
+
+
+def _terms(logits, terms: ChunkTerms | None) -> ChunkTerms:
+    return terms if terms is not None else ChunkTerms(np.asarray(logits, dtype=np.float64))
+
+
+def energy(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
+    """logsumexp_k v_k = v_max + log1p(S), the negative free energy at T = 1 (Liu et al. 2020).
+
+    Examples
+    --------
+    >>> round(float(energy(np.array([[0.0, 0.0]]))[0]), 12) == round(math.log(2), 12)
+    True
+    """
+    t = _terms(logits, terms)
+    return t.top + np.log1p(t.rest)
+
+
+def negative_entropy(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
+    """sum_k p_k log p_k = -H(softmax(v)), from the logits: with d_k = v_k - v_max and
+    e_k = exp(d_k), it is (sum_k e_k d_k) / (1 + S) - log1p(S); no log(0) arises (an
+    underflowed e_k contributes 0), and the sum runs in sorted order for K <= 64.
+
+    Examples
+    --------
+    >>> round(float(negative_entropy(np.array([[0.0, 0.0]]))[0]), 12) == round(-math.log(2), 12)
+    True
+    """
+    t = _terms(logits, terms)
+    weighted = t.logits - t.top[:, None]
+    weighted *= t.exps  # the top class has e = 0 in exps and d = 0: its term is 0 either way
+    return row_sums(weighted) / (1.0 + t.rest) - np.log1p(t.rest)
+
+
+def margin(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
+    """p_(1) - p_(2) = (1 - exp(v_(2) - v_(1))) / (1 + S).
+
+    Examples
+    --------
+    >>> margin(np.array([[0.0, 0.0], [math.log(3.0), 0.0]])).round(12).tolist()
+    [0.0, 0.5]
+    """
+    t = _terms(logits, terms)
+    return (1.0 - t.exps.max(axis=1)) / (1.0 + t.rest)
+
+
+def logit_margin(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
+    """v_(1) - v_(2), the gap between the two largest logits (0 when the top is tied).
+
+    Examples
+    --------
+    >>> logit_margin(np.array([[1.0, 4.0, 2.5]])).tolist()
+    [1.5]
+    """
+    t = _terms(logits, terms)
+    second = np.partition(t.logits, t.logits.shape[1] - 2, axis=1)[:, -2]
+    return t.top - second
+
+
+def gini(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
+    """sum_k p_k^2 = (1 + sum_{k != top} e_k^2) / (1 + S)^2 (DOCTOR, Granese et al. 2021).
+
+    Examples
+    --------
+    >>> gini(np.array([[0.0, 0.0]])).tolist()
+    [0.5]
+    """
+    t = _terms(logits, terms)
+    denominator = 1.0 + t.rest
+    return (1.0 + row_sums(t.exps * t.exps)) / (denominator * denominator)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One confidence score of the registry (higher = more confident).
+
+    name, summary : the name used by ``--scores`` and in reports; one line saying what it is.
+    compute : ``(ChunkTerms, fit) -> float64 (N,)``, the score of every row of a chunk (for a
+        probability score: the log of the top-class probability). ``None`` for the four
+        original scores, which :mod:`selcal.evaluate` computes with the shared per-row
+        numbers (NLL, Brier, class-wise bins) in the same pass.
+    probability : the score is (the log of) a probability of the top class, so the
+        calibration metrics apply to it.
+    needs_validation : fitted on the validation rows; ``fit(val_logits, val_labels, options)``
+        returns what ``compute`` and ``describe`` read.
+    describe : ``fit -> dict`` of keys added to the score's metrics (the fitted values).
+    note : ``metrics -> str``, a line under the terminal table (optional).
+    """
+
+    name: str
+    summary: str
+    compute: Callable[[ChunkTerms, Any], np.ndarray] | None = None
+    probability: bool = False
+    needs_validation: bool = False
+    fit: Callable[..., Any] | None = None
+    describe: Callable[[Any], dict] | None = None
+    note: Callable[[dict], str] | None = None
+
+
+REGISTRY: dict[str, Score] = {}
+
+
+def register_score(score: Score) -> Score:
+    """Add a score to :data:`REGISTRY` (its order is the order of report columns)."""
+    if score.name in REGISTRY or score.name == "all":
+        raise ValueError(f"score {score.name!r} is already registered")
+    REGISTRY[score.name] = score
+    return score
+
+
+def score_names(text_or_names) -> tuple[str, ...]:
+    """The registered names meant by ``"all"`` or a list of names, in registry order.
+
+    Examples
+    --------
+    >>> score_names(["temp", "msp"])
+    ('msp', 'temp')
+    >>> score_names(["all"])[:4]
+    ('msp', 'max_logit', 'pnorm', 'temp')
+    """
+    names = list(text_or_names)
+    if "all" in names:
+        return tuple(REGISTRY)
+    return tuple(name for name in REGISTRY if name in names) + tuple(
+        dict.fromkeys(name for name in names if name not in REGISTRY))
+
+
+def _pnorm_softmax(t: ChunkTerms, fit) -> np.ndarray:
+    if fit.fallback:
+        return t.log_msp
+    return log_msp(normalised_logits(t.logits, fit.p, fit.center), 1.0 / fit.temperature)
+
+
+def _fit_pnorm_softmax(val_logits, val_labels, options):
+    from .posthoc import fit_pnorm_softmax
+
+    return fit_pnorm_softmax(val_logits, val_labels, options.p_grid, center=options.center,
+                             estimator=options.aurc_estimator)
+
+
+def _describe_pnorm_softmax(fit) -> dict:
+    return dict(p=fit.p, temperature=fit.temperature, fallback=fit.fallback, center=fit.center, objective="aurc",
+                val_objective=fit.val_objective, val_objective_msp=fit.val_objective_msp)
+
+
+def _note_pnorm_softmax(metrics: dict) -> str:
+    centre = "centred" if metrics["center"] else "uncentred"
+    return (f"pnorm_softmax: p = {metrics['p']}, T = {metrics['temperature']:.4g} ({centre}, by validation AURC)"
+            + ("; falls back to MSP, which is no worse on validation" if metrics["fallback"] else ""))
+
+
+for _score in (
+    Score("msp", "maximum softmax probability", probability=True),
+    Score("max_logit", "largest logit"),
+    Score("pnorm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC", needs_validation=True),
+    Score("temp", "temperature-scaled MSP, T fitted by validation NLL", probability=True, needs_validation=True),
+    Score("energy", "logsumexp of the logits (negative free energy)", compute=lambda t, fit: energy(None, t)),
+    Score("entropy", "negative entropy of the softmax, sum_k p_k log p_k", compute=lambda t, fit: negative_entropy(None, t)),
+    Score("margin", "p_(1) - p_(2), gap between the two largest probabilities", compute=lambda t, fit: margin(None, t)),
+    Score("logit_margin", "v_(1) - v_(2), gap between the two largest logits", compute=lambda t, fit: logit_margin(None, t)),
+    Score("gini", "sum_k p_k^2 (DOCTOR)", compute=lambda t, fit: gini(None, t)),
+    Score("pnorm_softmax", "MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
+          compute=_pnorm_softmax, probability=True, needs_validation=True, fit=_fit_pnorm_softmax,
+          describe=_describe_pnorm_softmax, note=_note_pnorm_softmax),
+):
+    register_score(_score)
+del _score
