@@ -21,6 +21,10 @@ app = typer.Typer(
 )
 
 
+_SCORES_HELP = ("Scores to evaluate, comma-separated, or 'all': msp, max_logit, pnorm, temp, energy, entropy, "
+                "margin, logit_margin, gini, pnorm_softmax.")
+
+
 def _fail(message: str) -> None:
     typer.echo(f"selcal: error: {message}", err=True)
     raise typer.Exit(2)
@@ -83,7 +87,7 @@ def evaluate(
     files: List[Path] = typer.Argument(..., help="TEST dumps (Parquet or .npz), one model each.", show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
-    scores: str = typer.Option("msp,max_logit,pnorm,temp", help="Scores to evaluate, comma-separated."),
+    scores: str = typer.Option("msp,max_logit,pnorm,temp", help=_SCORES_HELP),
     bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
     risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
     coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
@@ -372,7 +376,7 @@ def compare(
     seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
-    scores: str = typer.Option("msp,max_logit,pnorm,temp", help="Scores to evaluate, comma-separated."),
+    scores: str = typer.Option("msp,max_logit,pnorm,temp", help=_SCORES_HELP),
     bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
     risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
     coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
