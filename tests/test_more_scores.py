@@ -280,3 +280,9 @@ def test_cli_scores_all_and_an_unknown_score(cli, dumps, h):
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"selcal: error: unknown score nonsense; choose from {', '.join(scores.REGISTRY)}, or all"]
+
+
+def test_the_scores_help_names_every_registered_score():
+    from selcal.cli import _SCORES_HELP
+
+    assert all(name in _SCORES_HELP for name in scores.REGISTRY)
