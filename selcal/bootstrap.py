@@ -106,6 +106,7 @@ class RowData:
     coverages: tuple[float, ...] = (0.5, 0.8, 0.9)
     estimator: str = "mean"
     bins: int = calibration.DEFAULT_BINS
+    clusters: np.ndarray | None = None  # per row: its cluster (image); resamples then draw whole clusters
 
     @property
     def n(self) -> int:
@@ -132,6 +133,7 @@ class RowData:
             log_confidence=log_confidence, row_means=row_means,
             risks=tuple(options.risks), coverages=tuple(options.coverages),
             estimator=options.aurc_estimator, bins=options.bins,
+            clusters=None if getattr(model, "clusters", None) is None else np.asarray(model.clusters),
         )
 
     def take(self, rows: np.ndarray) -> "RowData":
@@ -141,6 +143,7 @@ class RowData:
             log_confidence={k: v[rows] for k, v in self.log_confidence.items()},
             row_means={k: v[rows] for k, v in self.row_means.items()},
             risks=self.risks, coverages=self.coverages, estimator=self.estimator, bins=self.bins,
+            clusters=None if self.clusters is None else self.clusters[rows],
         )
 
 
@@ -294,8 +297,14 @@ class _Prepared:
         return self.metrics_of_counts(counts)
 
     def metrics_of_counts(self, counts: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
-        """The same from multiplicities: ``counts[i, row]`` = times ``row`` is drawn in resample i."""
-        n = self.data.n
+        """The same from multiplicities: ``counts[i, row]`` = times ``row`` is drawn in resample i.
+
+        A resample may hold another number of rows than the data (a cluster bootstrap draws
+        whole images): each resample's metrics are then those of its own rows, its own total.
+        """
+        n = counts.sum(axis=1)
+        if n.max() >= self.harmonic.size:
+            self.harmonic = _harmonic(int(n.max()))
         out: dict[str, dict[str, np.ndarray]] = {}
         sums = counts.astype(np.float64) @ self.mean_matrix
         if self.model_level:
@@ -311,7 +320,8 @@ class _Prepared:
 
     # ------------------------------------------------------------------ selective
     def _selective(self, ranking: _Ranking, counts: np.ndarray) -> dict[str, np.ndarray]:
-        data, n, harmonic = self.data, self.data.n, self.harmonic
+        data, harmonic = self.data, self.harmonic
+        n = counts.sum(axis=1)  # rows in each resample
         b = counts.shape[0]
         rows = np.arange(b)
         accepted = _cumulative(counts, ranking.order)  # accepted[:, p] = weight at positions < p
@@ -329,7 +339,7 @@ class _Prepared:
         delta_h = h_through - np.take(harmonic, before)
         share = np.divide(before * delta_h, weight, out=np.zeros_like(delta_h), where=weight > 0)
         # N * AURC = sum_k E_k / k, summed by parts over the groups holding errors.
-        area = np.sum(e * ((harmonic[n] + 1.0) - h_through - share), axis=1) / n
+        area = np.sum(e * ((harmonic[n] + 1.0)[:, None] - h_through - share), axis=1) / n
         oracle = (n_errors - n_correct * (harmonic[n] - harmonic[n_correct.astype(np.int64)])) / n
         if data.estimator == "trapz":
             area = area - n_errors / n / (2 * n)
@@ -337,7 +347,7 @@ class _Prepared:
         out = {
             "aurc": area,
             "eaurc": area - oracle,
-            "augrc": np.sum(e * (n - through + (weight + 1) / 2.0), axis=1) / n / n,
+            "augrc": np.sum(e * (n[:, None] - through + (weight + 1) / 2.0), axis=1) / n / n,
         }
         defined = (n_errors > 0) & (n_correct > 0)
         correct_before = before - errors_before
@@ -351,7 +361,7 @@ class _Prepared:
                 target, ranking.group_end.size)
             out["fpr95"] = np.where(defined, errors[rows, ranking.errors_through[first]] / n_errors, np.nan)
             # cov@r: the last feasible point is the last point or one just before a group with errors.
-            point_accepted = np.concatenate((before, np.full((b, 1), n)), axis=1)
+            point_accepted = np.concatenate((before, n[:, None]), axis=1)
             point_errors = np.concatenate((errors_before, errors[:, -1:]), axis=1)
             risk = point_errors / point_accepted
         # Suffix minimum of the risk (NaN, nothing accepted, is never feasible): non-decreasing,
@@ -362,14 +372,14 @@ class _Prepared:
             out[f"cov@{r:g}"] = np.where(last >= 0, point_accepted[rows, last] / n, 0.0)
         for c in data.coverages:
             k = _first_at_least(c, n)
-            position = np.array([np.searchsorted(accepted[i], k, side="left") - 1 for i in range(b)])
+            position = np.array([np.searchsorted(accepted[i], k[i], side="left") - 1 for i in range(b)])
             group = ranking.group_of[position]
             out[f"risk@{c:g}"] = errors[rows, ranking.errors_through[group]] / accepted[rows, ranking.group_end[group] + 1]
         return out
 
     # ---------------------------------------------------------------- calibration
     def _calibration(self, binning: _Binning, counts: np.ndarray) -> dict[str, np.ndarray]:
-        n = self.data.n
+        n = counts.sum(axis=1)  # rows in each resample
         b = counts.shape[0]
         rows = np.arange(b)[:, None]
         weight = _cumulative(counts, binning.order)
@@ -385,20 +395,29 @@ class _Prepared:
             gaps = np.abs(bin_hits / count - bin_confidence / count)
         mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
         # Equal-mass groups: the sorted position holding each group's last resampled row.
-        m = binning.group_ends
-        position = np.stack([np.searchsorted(weight[i], m, side="left") - 1 for i in range(b)])
+        m = binning.group_ends[None, :] if (n == self.data.n).all() else _equal_mass_ends(n, self.data.bins)
+        position = np.stack([np.searchsorted(weight[i], m[min(i, m.shape[0] - 1)], side="left") - 1
+                             for i in range(b)])
         start, end = binning.run_start[position], binning.run_end[position]
         before = weight[rows, start]
         run_weight = weight[rows, end] - before
         hits_start = hits[rows, binning.correct_before[start]]
         run_hits = hits[rows, binning.correct_before[end]] - hits_start
-        taken = m[None, :] - before
+        taken = m - before
         hits_at = hits_start + taken * (run_hits / run_weight)
         confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
         group_hits = np.diff(hits_at, axis=1, prepend=0.0)
         group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
         aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
         return {"ece": ece, "aece": aece, "mce": mce}
+
+
+def _equal_mass_ends(n: np.ndarray, n_bins: int) -> np.ndarray:
+    """(b, bins): exclusive ends of the equal-mass groups of resamples of ``n[i]`` rows (the
+    first n mod bins groups one row larger; empty groups, when n < bins, add nothing)."""
+    base, extra = np.divmod(n, n_bins)
+    sizes = base[:, None] + (np.arange(n_bins)[None, :] < extra[:, None])
+    return np.cumsum(sizes, axis=1)
 
 
 def _bisect_groups(value_of, target: np.ndarray, n_groups: int) -> np.ndarray:
@@ -538,6 +557,8 @@ def _interval_keys(name: str, metrics: dict[str, Any]) -> list[str]:
 def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | None,
                  options) -> dict[str, dict[str, np.ndarray]]:
     """Every metric on ``resamples`` resamples; fitted scores refitted when ``refit`` is given."""
+    if data.clusters is not None:
+        return _cluster_metrics(data, resamples, seed, refit)
     fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
     order = canonical_order(data)
     prepared = _Prepared(data.take(order), tuple(s for s in data.scores if s not in fitted))
@@ -551,6 +572,36 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
             block.update(refit_metrics(refit, options, order[draws], val_draws, fitted))
         blocks.append(block)
     return _stack(blocks)
+
+
+# ------------------------------------------------------------------- cluster bootstrap
+def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int):
+    """Yield blocks of resamples as row multiplicities (block, n): each resample draws as many
+    clusters as there are, with replacement, and every row counts as often as its cluster.
+
+    Clusters are numbered in a fixed order (for pixel rows: images in the order of their
+    ids), so the draw depends on which rows form which cluster, not on the row order.
+    """
+    present, cluster_of_row = np.unique(clusters, return_inverse=True)
+    n_clusters = present.size
+    rng = np.random.default_rng(seed)
+    block = _block_size(cluster_of_row.size)
+    for start in range(0, resamples, block):
+        size = min(block, resamples - start)
+        draws = rng.integers(0, n_clusters, size=(size, n_clusters), dtype=np.int64)
+        cluster_counts = _row_counts(draws, n_clusters)
+        yield cluster_counts[:, cluster_of_row]
+
+
+def _cluster_metrics(data: RowData, resamples: int, seed: int, refit) -> dict[str, dict[str, np.ndarray]]:
+    """:func:`_all_metrics` for clustered rows (pixels of images): whole images are resampled."""
+    if refit is not None and any(s in data.scores for s in _FITTED):
+        raise SelcalError("--bootstrap-refit does not resample images yet; pixel rows take --bootstrap alone")
+    order = canonical_order(data)
+    ordered = data.take(order)
+    prepared = _Prepared(ordered)
+    return _stack([prepared.metrics_of_counts(counts)
+                   for counts in draw_cluster_counts(ordered.clusters, resamples, seed)])
 
 
 def canonical_order(*datas: RowData) -> np.ndarray:
@@ -632,6 +683,8 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
         intervals = model_intervals(model, resamples=resamples, seed=seed, confidence=confidence,
                                     options=result.options, refit=None if refit is None else refit[index])
         model.extra["ci"] = intervals.pop("model", {})
+        if getattr(model, "clusters", None) is not None:  # pixel rows: whole images were resampled
+            model.extra["ci_resampled"] = "images"
         for name, metrics in intervals.items():
             model.scores[name]["ci"] = metrics
     values = {f.name: getattr(result, f.name) for f in fields(result) if f.init}

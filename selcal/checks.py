@@ -701,8 +701,9 @@ def render_intervals(result, console) -> None:
     for model in result.models:
         names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
         keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
+        unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
         console.print(f"[bold]{model.name}[/bold]  {level} bootstrap intervals "
-                      f"({info.get('resamples')} resamples{', T and p refitted' if info.get('refit') else ''})")
+                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})")
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in names:

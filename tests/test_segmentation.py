@@ -139,7 +139,7 @@ def _json_without_paths(path):
 
 
 @pytest.mark.parametrize("extra", [[], ["--pixels-per-image", "0"], ["--seed", "5", "--val-fraction", "0.4"],
-                                   ["--scores", "msp,max_logit"]])
+                                   ["--scores", "msp,max_logit"], ["--bootstrap", "30"]])
 def test_evaluate_folder_equals_evaluate_of_its_pixel_dump(tmp_path, extra):
     make_folder(tmp_path / "seg", n=8, h=16, w=16, big_h=32, big_w=32)
     draw = [a for a in extra if a != "--scores" and a != "msp,max_logit"]
@@ -269,3 +269,66 @@ def test_group_by_image(tmp_path):
     model = selcal.evaluate(str(tmp_path / "seg"), group_col="image", scores=("msp",), pixels_per_image=10).models[0]
     assert sorted(model.extra["groups"]) == ["img000", "img001", "img002"]
     assert all(g["n_eval"] == 10 for g in model.extra["groups"].values())
+
+
+# ----------------------------------------------------------------------- cluster bootstrap
+def test_resamples_of_other_sizes_equal_the_plain_metrics_on_the_repeated_rows():
+    """A cluster resample holds another number of rows than the data: every metric uses its own total."""
+    from test_bootstrap import plain_metrics, tied_data
+
+    from selcal.bootstrap import _Prepared, draw_cluster_counts
+
+    rng = np.random.default_rng(4)
+    for n, bins in ((200, 15), (30, 4), (9, 15)):
+        data = tied_data(n, rng, levels=3, bins=bins)
+        clusters = np.sort(rng.integers(0, 6, size=n))
+        data.clusters = clusters
+        for counts in draw_cluster_counts(clusters, 5, seed=n):
+            got = _Prepared(data).metrics_of_counts(counts)
+            for i, row_counts in enumerate(counts):
+                for c in np.unique(clusters):  # whole clusters drawn
+                    assert len(set(row_counts[clusters == c].tolist())) == 1
+                want = plain_metrics(data, np.repeat(np.arange(n), row_counts))
+                for level in want:
+                    for key, value in want[level].items():
+                        value = math.nan if value is None else value
+                        if math.isnan(value):
+                            assert math.isnan(got[level][key][i])
+                        else:
+                            assert got[level][key][i] == pytest.approx(value, abs=1e-9, rel=0), (level, key)
+
+
+def test_bootstrap_of_pixel_rows_resamples_images(tmp_path):
+    make_folder(tmp_path / "a", n=12)
+    make_folder(tmp_path / "reversed", n=12, order=list(range(12))[::-1])
+    from selcal.bootstrap import add_intervals
+
+    results = [add_intervals(selcal.evaluate(str(tmp_path / f), pixels_per_image=30), resamples=50, seed=1)
+               for f in ("a", "reversed")]
+    model = results[0].models[0]
+    assert model.extra["ci_resampled"] == "images"
+    assert [m.to_dict() | {"path": None, "name": None} for m in results[0].models] == \
+        [m.to_dict() | {"path": None, "name": None} for m in results[1].models]
+    # the same rows without their images: the ordinary row bootstrap gives other intervals
+    model.clusters = None
+    rows = add_intervals(type(results[0])(models=[model], options=results[0].options), resamples=50, seed=1)
+    assert rows.models[0].scores["msp"]["ci"] != results[1].models[0].scores["msp"]["ci"]
+
+
+def test_cluster_intervals_are_wider_when_pixels_of_an_image_agree(tmp_path):
+    """Images that are wholly right or wholly wrong: the image bootstrap sees 12 samples, not 12 x 40."""
+    folder = tmp_path / "seg"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        label = np.zeros((8, 8), np.uint8)
+        logits = rng.normal(size=(3, 8, 8)).astype(np.float32)
+        logits[0 if i % 3 else 1] += 4  # every third image wrong everywhere
+        np.savez(folder / f"im{i:02d}.npz", logits=logits, label=label)
+    from selcal.bootstrap import add_intervals
+
+    result = selcal.evaluate(str(folder), pixels_per_image=40, scores=("msp",))
+    low, high = add_intervals(result, resamples=200, seed=0).models[0].extra["ci"]["accuracy"]
+    result.models[0].clusters = None
+    row_low, row_high = add_intervals(result, resamples=200, seed=0).models[0].extra["ci"]["accuracy"]
+    assert high - low > 3 * (row_high - row_low)
