@@ -21,7 +21,8 @@ from .errors import SelcalError
 from .io import Dump, DumpSource, expand_binary, open_dump
 from .report import EvaluationResult, ModelResult
 
-__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask"]
+__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask", "ModelJob", "evaluate_model",
+           "model_jobs", "run_jobs"]
 
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
@@ -806,6 +807,8 @@ _GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump"
 def _model_name(path: str) -> str:
     """The file's stem; with its folder when the stem says nothing (``resnet50/test``)."""
     parts = path.replace("\\", "/").rstrip("/").split("/")
+    if len(parts) > 1 and set("*?[") & set(parts[-1]):  # a glob of parts: the model is their folder
+        parts = parts[:-1]
     stem = parts[-1]
     for suffix in (".parquet", ".npz", ".pq"):
         if stem.endswith(suffix):
@@ -814,6 +817,82 @@ def _model_name(path: str) -> str:
     if stem.lower() in _GENERIC_STEMS and len(parts) > 1 and parts[-2] not in ("", "."):
         return f"{parts[-2]}/{stem}"
     return stem
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """Everything one model's evaluation needs: a pure function of it (:func:`evaluate_model`)
+    gives the same bytes on any engine."""
+
+    path: str
+    val: str | None
+    name: str
+    options: Options
+    columns: dict
+    group_col: str | None = None
+    stream: bool | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+
+
+def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
+    """Read, split, fit and measure one model (streamed when ``job.stream`` or too large)."""
+    test = open_dump(job.path, group_col=job.group_col, **job.columns)
+    if progress is not None and hasattr(test, "progress"):  # a reader that reports its reading (images)
+        test.progress = progress
+    val_source = open_dump(job.val, **job.columns) if job.val is not None else None
+    streamed = job.stream if job.stream is not None else test.logits_bytes > job.memory_budget
+    if streamed:
+        return evaluate_source(test, val_source, options=job.options, name=job.name, progress=progress)
+    return evaluate_dump(test.read_all(), val_source.read_all() if val_source else None,
+                         options=job.options, name=job.name, progress=progress)
+
+
+def _streamed_job(job: ModelJob) -> ModelResult:
+    """A model evaluated on a remote worker: always streamed, so its memory stays bounded."""
+    return evaluate_model(replace(job, stream=True, options=replace(job.options, workers=1)))
+
+
+def model_jobs(paths, val=None, *, options: Options, label_col: str = "label", logits_col: str | None = None,
+               ignore_label: int | None = None, group_col: str | None = None, stream: bool | None = None,
+               memory_budget: int = DEFAULT_MEMORY_BUDGET, pixels_per_image: int | None = None) -> list[ModelJob]:
+    """One :class:`ModelJob` per TEST path (a file, a folder of parts or a glob), names made unique."""
+    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+    vals = [] if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__") else list(val))
+    if not paths:
+        raise SelcalError("no input file given")
+    if vals and len(vals) != len(paths):
+        raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
+    columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                   pixels_per_image=pixels_per_image, seed=options.seed)
+    names = _unique_names([str(p) for p in paths])
+    return [ModelJob(str(path), str(vals[i]) if vals else None, names[i], options, columns, group_col, stream,
+                     memory_budget) for i, path in enumerate(paths)]
+
+
+def run_jobs(jobs: Sequence[ModelJob], *, engine: str = "local",
+             progress: Callable[[int, int | None], None] | None = None,
+             models_progress: Callable[[int, int], None] | None = None) -> tuple[EvaluationResult, list]:
+    """Evaluate every job on ``engine``: (the result of the models that succeeded, the failures).
+
+    A model that fails does not stop the others; each failure is an
+    :class:`selcal.engines.Failure` whose ``index`` is the job's. The local engine reports
+    rows of a single model to ``progress``; every engine reports models done to
+    ``models_progress``.
+    """
+    from .engines import LocalEngine, get_engine
+
+    runner = get_engine(engine)
+    if isinstance(runner, LocalEngine):
+        outcomes = runner.run(lambda job: evaluate_model(job, progress if len(jobs) == 1 else None), jobs,
+                              progress=models_progress)
+    else:
+        outcomes = runner.run(_streamed_job, jobs, progress=models_progress)
+    from .engines import Failure
+
+    models = [o for o in outcomes if not isinstance(o, Failure)]
+    failures = [o for o in outcomes if isinstance(o, Failure)]
+    options = jobs[0].options if jobs else None
+    return EvaluationResult(models=models, options=options), failures
 
 
 def evaluate(
@@ -829,13 +908,15 @@ def evaluate(
     stream: bool | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int, int | None], None] | None = None,
+    engine: str = "local",
     **option_values,
 ) -> EvaluationResult:
     """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.
 
     Parameters
     ----------
-    paths : path or list of paths to TEST dumps (Parquet or .npz), one model each.
+    paths : path or list of paths to TEST dumps (Parquet, .npz, a folder or glob of
+        Parquet parts), one model each.
     val : path or list of paths, one validation dump per TEST file (optional).
     options : :class:`Options`; or give its fields as keyword arguments.
     pixels_per_image : pixels drawn per image of a segmentation folder (default 5000; 0: every
@@ -843,6 +924,10 @@ def evaluate(
     stream : read the TEST file by row batches instead of whole. By default a file is
         streamed when its logits take more than ``memory_budget`` bytes. Either way
         the numbers are the same, bit for bit.
+    engine : ``local`` (this process) or ``ray`` (one Ray task per model; needs the
+        ``ray`` extra). The numbers are the same, bit for bit.
+
+    Raises the error of the first model that fails.
 
     Examples
     --------
@@ -851,29 +936,13 @@ def evaluate(
     0.009505
     """
     options = replace(options or Options(), **option_values) if option_values else (options or Options())
-    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
-    vals = [] if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__") else list(val))
-    if not paths:
-        raise SelcalError("no input file given")
-    if vals and len(vals) != len(paths):
-        raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
-    columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                   pixels_per_image=pixels_per_image, seed=options.seed)
-    models = []
-    names = _unique_names([str(p) for p in paths])
-    for index, path in enumerate(paths):
-        test = open_dump(path, group_col=group_col, **columns)
-        if progress is not None and hasattr(test, "progress"):  # a reader that reports its reading (images)
-            test.progress = progress
-        val_source = open_dump(vals[index], **columns) if vals else None
-        streamed = stream if stream is not None else test.logits_bytes > memory_budget
-        if streamed:
-            model = evaluate_source(test, val_source, options=options, name=names[index], progress=progress)
-        else:
-            model = evaluate_dump(test.read_all(), val_source.read_all() if val_source else None,
-                                  options=options, name=names[index], progress=progress)
-        models.append(model)
-    return EvaluationResult(models=models, options=options)
+    jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
+                      ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
+                      pixels_per_image=pixels_per_image)
+    result, failures = run_jobs(jobs, engine=engine, progress=progress)
+    if failures:
+        raise SelcalError(failures[0].message)
+    return result
 
 
 def _unique_names(paths: list[str]) -> list[str]:

@@ -19,6 +19,8 @@ from .npz import NpzSource
 from .output import atomic_write
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
+from .parts import PartsSource, is_glob
+from .parts import accepts as _accepts_parts
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES",
            "Reader", "READERS", "register_reader"]
@@ -46,7 +48,7 @@ def register_reader(reader: Reader, *, first: bool = False) -> Reader:
 
 
 register_reader(Reader(
-    "npz", lambda path: path.endswith(".npz") and not os.path.isdir(path),
+    "npz", lambda path: path.endswith(".npz") and os.path.isfile(path),
     lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
         NpzSource(path, label_col, ignore_label),
 ))
@@ -56,8 +58,12 @@ register_reader(Reader(
         SegmentationSource(path, label_col, ignore_label, group_col, **settings),
     settings=("pixels_per_image", "seed"),
 ))
+register_reader(Reader(  # a folder or a glob of Parquet parts: one model (selcal dump --shards, Spark, Ray Data)
+    "parquet-parts", _accepts_parts,
+    lambda path, **columns: PartsSource(path, **columns),
+))
 register_reader(Reader(  # the default: any other file is tried as Parquet
-    "parquet", lambda path: not os.path.isdir(path),
+    "parquet", lambda path: not os.path.isdir(path) and not is_glob(path),
     lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
         ParquetSource(path, label_col, logits_col, ignore_label, group_col),
 ))
@@ -96,13 +102,16 @@ def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, 
     to segmentation folders) and are ignored by the others.
     """
     path = str(path)
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not is_glob(path):
         raise _fail(path, None, None, "no such file; check the path")
-    if not os.access(path, os.R_OK):
+    if not is_glob(path) and not os.access(path, os.R_OK):
         raise _fail(path, None, None, "cannot be read (permission denied)")
     reader = next((r for r in READERS if r.accepts(path)), None)
+    if reader is None and is_glob(path):
+        raise _fail(path, None, None, "matches no Parquet file; check the pattern")
     if reader is None:  # a folder that no reader of folders takes
-        raise _fail(path, None, None, "is a folder; give a .parquet or .npz file, or a folder of per-image .npz files")
+        raise _fail(path, None, None, "is a folder with no dump in it; give a .parquet or .npz file, a folder of "
+                    "Parquet parts, or a folder of per-image .npz files")
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
     return reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
                        group_col=group_col, **own)
