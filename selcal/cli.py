@@ -115,12 +115,13 @@ def evaluate(
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
+    engine: str = typer.Option("local", "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
 
-    from .evaluate import evaluate as run_evaluation
+    from .evaluate import model_jobs, run_jobs
     from .io import atomic_write
 
     try:
@@ -137,12 +138,17 @@ def evaluate(
         if sort_by:
             leaderboard(type("Empty", (), {"models": []})(), sort_by)  # refuse a bad column before the work
         figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files))
-        with _progress_bar() as progress:
-            result = run_evaluation(
-                [str(f) for f in files], [str(v) for v in val] if val else None, options=options,
-                label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
-                pixels_per_image=pixels_per_image, progress=progress,
-            )
+        jobs = model_jobs([str(f) for f in files], [str(v) for v in val] if val else None, options=options,
+                          label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
+                          pixels_per_image=pixels_per_image)
+        if engine not in ("local", "ray"):
+            raise SelcalError(f"--engine must be local or ray; got {engine!r}")
+        with _progress_bar() as progress, _count_bar("models", enabled=len(jobs) > 1 or engine != "local") as done:
+            result, failures = run_jobs(jobs, engine=engine, progress=progress, models_progress=done)
+        for failure in failures:  # every model is evaluated, every failed one named; then nothing is written
+            typer.echo(f"selcal: error: {failure.message}", err=True)
+        if failures:
+            raise typer.Exit(2)
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
                                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
@@ -465,9 +471,13 @@ def _image_progress(quiet: bool):
 
 @app.command()
 def dump(
-    model: str = typer.Argument(..., metavar="MODEL", help="timm model name, e.g. resnet50.a1_in1k (timm.list_models()).", show_default=False),
+    models: Optional[List[str]] = typer.Argument(None, metavar="MODEL...", help="timm model names, e.g. resnet50.a1_in1k (timm.list_models()).", show_default=False),
     data: Path = typer.Option(..., "--data", metavar="DIR", help="Image folder: DIR/CLASS/IMAGE (ImageFolder layout), or flat with --labels.", show_default=False),
-    out: Path = typer.Option(..., "--out", metavar="OUT.parquet", help="The dump to write (written as OUT.parquet.partial, renamed when complete).", show_default=False),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="OUT.parquet", help="The dump of one model (written as OUT.parquet.partial, renamed when complete).", show_default=False),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", metavar="DIR", help="Folder of the dumps of several models: DIR/MODEL.parquet, or DIR/MODEL/part-*.parquet with --shards.", show_default=False),
+    models_file: Optional[Path] = typer.Option(None, "--models", metavar="FILE", help="More model names, one per line.", show_default=False),
+    shards: int = typer.Option(1, "--shards", metavar="N", help="Split each model's images into N parts (one task each; with --out-dir)."),
+    engine: str = typer.Option("local", "--engine", help="local (this process, one part after another) or ray (one Ray task per part, on RAY_ADDRESS or a local Ray)."),
     pretrained: bool = typer.Option(False, "--pretrained", help="Load timm's pretrained weights for MODEL (a download, unless cached)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", metavar="PATH", help="Load weights from a local checkpoint (.pth, .pt, .bin, .safetensors)."),
     class_map: Optional[Path] = typer.Option(None, "--class-map", metavar="FILE", help="Class folder name -> label index (JSON or text), e.g. imagenet_class_index.json."),
@@ -484,18 +494,35 @@ def dump(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT even if it is a complete dump, or one made with other settings."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ):
-    """Run a timm model over an image folder and write its logits, labels, ids and split (needs the timm extra)."""
+    """Run timm models over an image folder and write their logits, labels, ids and split (needs the timm extra)."""
     from . import dump as dumping  # torch, torchvision and timm are imported there, when needed
 
     status = None if quiet else (lambda text: typer.echo(f"selcal: {text}", err=True))
+    settings = dict(pretrained=pretrained, checkpoint=checkpoint, class_map=class_map, labels_csv=labels,
+                    num_classes=num_classes, dtype=dtype, val_fraction=val_fraction, seed=seed, batch_size=batch_size,
+                    workers=workers, device=device, limit=limit, overwrite=overwrite)
+    try:
+        names = list(models or []) + (dumping.read_model_list(models_file) if models_file is not None else [])
+        if out_dir is None:
+            if out is None:
+                raise SelcalError("give --out OUT.parquet (one model) or --out-dir DIR (several models, --shards)")
+            if len(names) != 1:
+                raise SelcalError(f"--out writes one model's dump but {len(names)} models were given; use --out-dir DIR")
+            if shards != 1 or engine != "local":
+                raise SelcalError("--shards and --engine write a folder of parts: use --out-dir DIR instead of --out")
+        elif out is not None:
+            raise SelcalError("give --out (one model) or --out-dir (several), not both")
+        elif errors is not None:
+            raise SelcalError("--errors lists one model's unreadable images: use it with --out")
+    except SelcalError as exc:
+        _fail(str(exc))
+    if out_dir is not None:
+        _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet)
+        return
     try:
         with dumping.progress_bar(enabled=not quiet) as progress:
-            summary = dumping.run_dump(
-                model, data, out, pretrained=pretrained, checkpoint=checkpoint, class_map=class_map, labels_csv=labels,
-                num_classes=num_classes, dtype=dtype, val_fraction=val_fraction, seed=seed, batch_size=batch_size,
-                workers=workers, device=device, limit=limit, errors_path=errors, overwrite=overwrite,
-                progress=progress, status=status,
-            )
+            summary = dumping.run_dump(names[0], data, out, errors_path=errors, progress=progress, status=status,
+                                       **settings)
     except SelcalError as exc:
         _fail(str(exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
@@ -513,6 +540,67 @@ def dump(
             skipped += " (list them with --errors FILE)"
         typer.echo(f"selcal: wrote {out}: {summary.rows} rows, K = {summary.num_classes}{skipped}; "
                    f"{summary.images_per_second:,.1f} images/s on {summary.device}", err=True)
+
+
+def _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet) -> None:
+    """``selcal dump --out-dir``: every part of every model on the engine; failures listed, exit 2 if any."""
+    from .engines import Failure
+
+    try:
+        dumping.require_stack()
+        tasks = dumping.dump_tasks(names, data, out_dir, shards=shards, **settings)
+        with _count_bar("parts", enabled=not quiet) as progress:
+            outcomes = dumping.run_dumps(tasks, engine=engine, progress=progress)
+    except SelcalError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out_dir}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    failed = 0
+    for name in dict.fromkeys(names):
+        parts = [(t, o) for t, o in zip(tasks, outcomes) if t.model_name == name]
+        errors = [o for _, o in parts if isinstance(o, Failure)]
+        for error in errors:
+            typer.echo(f"selcal: error: {name}: {error.message}", err=True)
+        failed += bool(errors)
+        done = [o for _, o in parts if not isinstance(o, Failure)]
+        if quiet or errors:
+            continue
+        for summary in done:
+            for warning in summary.warnings:
+                typer.echo(f"selcal: warning: {summary.out}: {warning}", err=True)
+        where = dumping.part_path(out_dir, name, 0, shards).parent if shards > 1 else parts[0][0].out
+        skipped = sum(s.skipped_complete for s in done)
+        rows = sum(s.rows for s in done if not s.skipped_complete)
+        note = f" ({skipped} of {len(done)} parts were complete and skipped)" if skipped else ""
+        typer.echo(f"selcal: wrote {where}: {rows} rows in {len(done) - skipped} parts{note}", err=True)
+    if failed:
+        typer.echo(f"selcal: error: {failed} of {len(dict.fromkeys(names))} models failed; the others are complete "
+                   "(run the same command again to redo only what is missing)", err=True)
+        raise typer.Exit(2)
+
+
+@contextmanager
+def _count_bar(what: str, enabled: bool = True):
+    """``progress(done, total)`` for work counted in pieces (models, parts): only on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                   transient=True)
+    task = bar.add_task(what, total=None)
+    bar.start()
+
+    def advance(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield advance
+    finally:
+        bar.stop()
 
 
 if __name__ == "__main__":  # pragma: no cover
