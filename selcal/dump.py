@@ -568,8 +568,9 @@ def _unknown_model(timm, name: str) -> SelcalError:
 
 
 def load_model(timm, torch, name: str, *, pretrained: bool, checkpoint: str | None, num_classes: int | None,
-               status=None):
-    """The timm model in eval mode, with timm's weights (``pretrained``), a checkpoint's, or none."""
+               status=None, seed: int = 0):
+    """The timm model in eval mode, with timm's weights (``pretrained``), a checkpoint's, or random
+    ones drawn with ``seed`` (so every process, and every shard of a dump, makes the same model)."""
     if not timm.is_model(name):
         raise _unknown_model(timm, name)
     kwargs = {} if num_classes is None else {"num_classes": num_classes}
@@ -596,7 +597,9 @@ def load_model(timm, torch, name: str, *, pretrained: bool, checkpoint: str | No
             hub_logger.setLevel(level)
     else:
         try:
-            model = timm.create_model(name, pretrained=False, **kwargs)
+            with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+                torch.manual_seed(seed)
+                model = timm.create_model(name, pretrained=False, **kwargs)
         except Exception as exc:  # noqa: BLE001
             raise SelcalError(f"cannot create timm model {name!r}{_kwargs_text(kwargs)}: {_one_line(exc)}") from None
         if checkpoint is not None:
@@ -748,7 +751,7 @@ def run_dump(model_name: str, data, out, *, pretrained: bool = False, checkpoint
     torch, torchvision, timm = _import_stack()
     torch_device = resolve_device(torch, device)
     model = load_model(timm, torch, model_name, pretrained=pretrained, checkpoint=checkpoint, num_classes=num_classes,
-                       status=status)
+                       status=status, seed=seed)
     k = int(getattr(model, "num_classes", 0) or 0)
     if k < 1:
         raise SelcalError(f"{model_name} has no classification head (num_classes = {k}); pass --num-classes N")
