@@ -2,8 +2,8 @@
 
 What ``selcal dump --shards N``, Spark, Ray Data or ``pyarrow.dataset.write_dataset`` write:
 ``DUMP/part-0.parquet``, ``DUMP/part-1.parquet``, ... The parts are found with
-:mod:`pyarrow.dataset` (recursively, hidden and ``_``-prefixed files such as ``_SUCCESS``
-ignored, as pyarrow does) and read one after another, each through the Parquet reader, so
+:mod:`pyarrow.fs` (recursively; files and folders whose names start with ``.`` or ``_``, such
+as ``_SUCCESS``, skipped, as :mod:`pyarrow.dataset` does) and read one after another, each through the Parquet reader, so
 every check and error line of a single file holds and names the part and its row. The
 parts must agree on K and on their columns. selcal's numbers do not depend on row order,
 so they are bit-for-bit those of the same rows in one file, whatever the part boundaries
@@ -16,7 +16,7 @@ import glob
 import os
 
 import numpy as np
-import pyarrow.dataset as ds
+import pyarrow.fs as fs
 
 from .base import DumpSource, _fail
 from .parquet import ParquetSource
@@ -41,8 +41,18 @@ def find_parts(path: str) -> list[str]:
         return sorted(p for p in glob.glob(path) if os.path.isfile(p) and _is_part(p))
     if not os.path.isdir(path):
         return []
-    dataset = ds.dataset(path, format="parquet", ignore_prefixes=[".", "_"], exclude_invalid_files=False)
-    return sorted(f for f in dataset.files if _is_part(f))
+    try:
+        found = fs.LocalFileSystem().get_file_info(fs.FileSelector(os.path.abspath(path), recursive=True))
+    except OSError:
+        return []
+    root = os.path.abspath(path)
+    parts = []
+    for info in found:
+        relative = os.path.relpath(info.path, root).split(os.sep)
+        if info.type == fs.FileType.File and _is_part(info.path) and not any(
+                name.startswith((".", "_")) for name in relative):  # hidden or _-prefixed, as pyarrow.dataset skips
+            parts.append(os.path.join(path, *relative))
+    return sorted(parts)
 
 
 def accepts(path: str) -> bool:
