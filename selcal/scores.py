@@ -148,32 +148,65 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool):
     return top, magnitudes, positive
 
 
+# Up to this p the powers of |x| / m (m the power of two just above max |x|, so the largest
+# term is in [1/2, 1)) are summed as they are: the largest power is at least 2**-1000, a
+# normal float64, and every term it could lose to underflow is below 2**-75 of the sum.
+# Above it, each row is first divided by its largest |x| (largest term exactly 1), so no
+# power that matters underflows for any p.
+_EXACT_SCALE_MAX_P = 1000
+# Grid values of p more than this far apart are reached by one np.power, not by repeated
+# products: the work is bounded by the number of grid values, whatever their size.
+_POWER_STEP = 4
+
+
+def _power_sums(base: np.ndarray, ps) -> dict[int, np.ndarray]:
+    """{p: sum_k base_k ** p} for every p in ``ps``, reusing the powers between close values."""
+    sums: dict[int, np.ndarray] = {}
+    power, at = None, 0
+    for p in sorted(set(ps)):
+        if power is None or p - at > _POWER_STEP:
+            power = base.copy() if p == 1 else np.power(base, float(p))
+        else:
+            for _ in range(p - at):
+                power *= base
+        at = p
+        sums[p] = row_sums(power)
+    return sums
+
+
 def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     """The p-norm score for every p in ``ps`` (positive integers), shape (N, len(ps)).
 
     s_p = max_k (v_k - mu) / ||v - mu||_p, computed for all p in one pass: the powers
-    |x|^p are built by repeated multiplication, never recomputed per p. A row whose
-    centred logits are all zero (every logit equal) scores 0. For the centred p = 1 the
-    norm is taken as 2 sum_k max(x_k, 0), equal to sum_k |x_k| because x sums to 0, so
-    that rows tied in exact arithmetic are tied in float64 too.
+    |x|^p are built by repeated multiplication between close grid values. Each row is
+    scaled by a power of two (exact) so that no power overflows; for p above 1000 it is
+    also divided by its largest |x|, so that no power underflows either (the score stays
+    exact to a few units in the last place for any p). A row whose centred logits are all
+    zero (every logit equal) scores 0. For the centred p = 1 the norm is taken as
+    2 sum_k max(x_k, 0), equal to sum_k |x_k| because x sums to 0, so that rows tied in
+    exact arithmetic are tied in float64 too.
 
     References
     ----------
     Cattelan & Silva, "How to fix a broken confidence estimator", 2023 (MaxLogit-pNorm);
     Xia et al., "Towards understanding why label smoothing degrades selective
     classification", ICLR 2025, eq. 17 (``center=False``).
+
+    Examples
+    --------
+    >>> pnorm_grid(np.array([[3.0, 0.0, -3.0]]), [1, 2, 2000]).round(6).tolist()
+    [[0.5, 0.707107, 0.999653]]
     """
     ps = [int(p) for p in ps]
     if any(p < 1 for p in ps):
         raise ValueError("p must be a positive integer")
     top, base, positive = _normalised_magnitudes(np.asarray(logits, dtype=np.float64), center)
-    sums = {}
-    power = base.copy() if max(ps) > 1 else base
-    for p in range(1, max(ps) + 1):
-        if p in ps:
-            sums[p] = row_sums(power)
-        if p < max(ps):
-            power *= base
+    sums = _power_sums(base, [p for p in ps if p <= _EXACT_SCALE_MAX_P])
+    largest = None
+    if max(ps) > _EXACT_SCALE_MAX_P:
+        largest = base.max(axis=1)
+        largest[largest == 0] = 1.0  # a zero row stays zero and scores 0
+        sums.update(_power_sums(base / largest[:, None], [p for p in ps if p > _EXACT_SCALE_MAX_P]))
     if center and 1 in sums:
         # Centred x sums to 0, so ||x||_1 = 2 sum_k max(x_k, 0): the usual one-class-above-
         # the-mean row then scores exactly 1/2, and such rows tie, as they do exactly.
@@ -181,6 +214,8 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     out = np.empty((top.size, len(ps)))
     for j, p in enumerate(ps):
         norm = sums[p] ** (1.0 / p)
+        if p > _EXACT_SCALE_MAX_P:
+            norm *= largest
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, j] = np.where(norm > 0, top / norm, 0.0)
     return out

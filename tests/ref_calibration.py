@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from decimal import Decimal, localcontext
+from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -287,6 +287,7 @@ def pnorm_exact(row, p: int, center: bool = True) -> float:
     """The p-norm score of one row in 80-digit decimal arithmetic (no overflow at any scale)."""
     with localcontext() as ctx:
         ctx.prec = DECIMAL_DIGITS
+        ctx.Emin, ctx.Emax = MIN_EMIN, MAX_EMAX  # (1e-300)**10000 must not underflow here either
         values = [Decimal(float(v)) for v in row]
         mu = sum(values, Decimal(0)) / len(values) if center else Decimal(0)
         x = [v - mu for v in values]
