@@ -58,7 +58,7 @@ import numpy as np
 from scipy.special import digamma
 
 from . import calibration
-from .errors import SelcalError
+from .errors import OptionError, SelcalError
 from .report import EvaluationResult, ModelResult, to_jsonable
 
 __all__ = [
@@ -78,7 +78,11 @@ __all__ = [
 ]
 
 DEFAULT_CONFIDENCE = 0.95
-_BLOCK_ELEMENTS = 1 << 18  # resamples x rows per block: a few arrays of 8 MB each
+_BLOCK_ELEMENTS = 1 << 18  # resamples x rows (or bins) per block: a few arrays of 8 MB each
+# The most resamples --bootstrap takes. Each resample keeps one float64 per metric (about 60
+# with the four default scores: 480 bytes), filled in place block by block, so the memory of
+# the values is 8 x metrics x B: about 0.5 GB at this ceiling, whatever N.
+MAX_RESAMPLES = 1_000_000
 MODEL_LEVEL = ("accuracy", "error", "nll", "brier")
 
 
@@ -447,13 +451,15 @@ def _block_size(n: int) -> int:
     return max(1, _BLOCK_ELEMENTS // max(n, 1))
 
 
-def draw_resamples(n: int, resamples: int, seed: int):
+def draw_resamples(n: int, resamples: int, seed: int, bins: int = 0):
     """Yield blocks of resamples, arrays of row indices of shape (block, n), from one seed.
 
-    The same (n, resamples, seed) always yields the same indices, whatever else is computed.
+    The same (n, resamples, seed) always yields the same indices, whatever else is computed
+    (``bins``, when more than n, makes the blocks smaller: per-block arrays of resamples x
+    bins stay bounded).
     """
     rng = np.random.default_rng(seed)
-    block = _block_size(n)
+    block = _block_size(max(n, bins))
     for start in range(0, resamples, block):
         yield rng.integers(0, n, size=(min(block, resamples - start), n), dtype=np.int64)
 
@@ -480,6 +486,29 @@ def resample_metrics(data: RowData, draws: np.ndarray) -> dict[str, dict[str, np
     """
     draws = np.atleast_2d(np.asarray(draws, dtype=np.int64))
     return _Prepared(data).metrics(draws)
+
+
+class _Values:
+    """Every metric's value on each of ``resamples`` resamples, filled in place block by block.
+
+    One float64 array of length B per metric, nothing else kept: 8 bytes per metric and
+    resample (a metric missing from a block stays NaN, undefined).
+    """
+
+    def __init__(self, resamples: int):
+        self.resamples, self.filled = resamples, 0
+        self.values: dict[str, dict[str, np.ndarray]] = {}
+
+    def add(self, block: dict[str, dict[str, np.ndarray]]) -> None:
+        size = 0
+        for level, metrics in block.items():
+            for metric, values in metrics.items():
+                into = self.values.setdefault(level, {}).get(metric)
+                if into is None:
+                    into = self.values[level][metric] = np.full(self.resamples, np.nan)
+                into[self.filled:self.filled + values.size] = values
+                size = values.size
+        self.filled += size
 
 
 def _stack(blocks: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
@@ -510,11 +539,17 @@ def percentile_interval(values: np.ndarray, confidence: float = DEFAULT_CONFIDEN
     return [float(low), float(high)]
 
 
-def _check_arguments(resamples: int, confidence: float) -> None:
-    if int(resamples) != resamples or resamples < 2:
-        raise SelcalError(f"--bootstrap takes the number of resamples, at least 2 (e.g. 1000); got {resamples}")
-    if not 0 < confidence < 1:
-        raise SelcalError(f"--confidence must be between 0 and 1 (e.g. 0.95); got {confidence}")
+def check_arguments(resamples: int, confidence: float) -> None:
+    """Refuse a bad number of resamples or level (errors name the Python arguments; the CLI its flags)."""
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer, float)) \
+            or not float(resamples).is_integer() or resamples < 2:
+        raise OptionError("bootstrap", "{option} takes the number of resamples, at least 2 (e.g. 1000); got "
+                          + repr(resamples))
+    if resamples > MAX_RESAMPLES:
+        raise OptionError("bootstrap", f"{{option}} takes at most {MAX_RESAMPLES:,} resamples (each keeps a float64 "
+                                       f"per metric: about 0.5 GB at the ceiling); got {resamples:,}")
+    if not isinstance(confidence, (int, float, np.floating)) or not 0 < confidence < 1:
+        raise OptionError("confidence", "{option} must be between 0 and 1 (e.g. 0.95); got " + repr(confidence))
 
 
 # --------------------------------------------------------------------------- refit
@@ -563,15 +598,30 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     order = canonical_order(data)
     prepared = _Prepared(data.take(order), tuple(s for s in data.scores if s not in fitted))
     val_rng = np.random.default_rng([seed, 1])
-    blocks = []
-    for draws in draw_resamples(data.n, resamples, seed):
+    val_order = validation_order(refit) if fitted else None
+    values = _Values(resamples)
+    for draws in draw_resamples(data.n, resamples, seed, data.bins):
         block = prepared.metrics(draws)
         if fitted:
-            n_val = int(np.asarray(refit.val_labels).size)
+            n_val = val_order.size
             val_draws = val_rng.integers(0, n_val, size=(draws.shape[0], n_val), dtype=np.int64)
-            block.update(refit_metrics(refit, options, order[draws], val_draws, fitted))
-        blocks.append(block)
-    return _stack(blocks)
+            block.update(refit_metrics(refit, options, order[draws], val_order[val_draws], fitted))
+        values.add(block)
+    return values.values
+
+
+def validation_order(refit: RefitData) -> np.ndarray:
+    """An order of the validation rows fixed by their content (logits and label), not their file order.
+
+    The validation resamples of ``--bootstrap-refit`` are drawn in this order, as the
+    evaluation resamples are drawn in :func:`canonical_order`. Rows are sorted by a 64-bit
+    hash of their content: rows with equal hashes are (but for a 2**-64 chance) equal rows,
+    interchangeable for every fit.
+    """
+    from .evaluate import row_hashes
+
+    logits = np.asarray(refit.val_logits)
+    return np.argsort(row_hashes(logits, np.asarray(refit.val_labels, dtype=np.int64), 0), kind="stable")
 
 
 # ------------------------------------------------------------------- cluster bootstrap
@@ -645,7 +695,7 @@ def row_intervals(data: RowData, *, resamples: int = 1000, seed: int = 0, confid
     >>> bool(low < 0.75 < high)
     True
     """
-    _check_arguments(resamples, confidence)
+    check_arguments(resamples, confidence)
     values = _all_metrics(data, resamples, seed, refit, options)
     return {level: {m: percentile_interval(v, confidence) for m, v in metrics.items()}
             for level, metrics in values.items()}
@@ -676,7 +726,7 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
     ``refit``: one :class:`RefitData` (or None: nothing fitted) per model, to refit T and p
     on every resample.
     """
-    _check_arguments(resamples, confidence)
+    check_arguments(resamples, confidence)
     if refit is not None and len(refit) != len(result.models):
         raise ValueError("refit needs one RefitData per model")
     for index, model in enumerate(result.models):
@@ -707,7 +757,7 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
     """
     from .evaluate import Options
 
-    _check_arguments(resamples, confidence)
+    check_arguments(resamples, confidence)
     options = options or Options()
     data_a = RowData.from_model(model_a, options)
     data_b = RowData.from_model(model_b, options)
@@ -715,12 +765,12 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
         raise SelcalError(f"the two models have {data_a.n} and {data_b.n} evaluation rows; compare needs the same rows")
     order = canonical_order(data_a, data_b)
     prepared_a, prepared_b = _Prepared(data_a.take(order)), _Prepared(data_b.take(order))
-    blocks = []
-    for draws in draw_resamples(data_a.n, resamples, seed):
+    collected = _Values(resamples)
+    for draws in draw_resamples(data_a.n, resamples, seed, max(data_a.bins, data_b.bins)):
         a, b = prepared_a.metrics(draws), prepared_b.metrics(draws)
-        blocks.append({level: {m: b[level][m] - a[level][m] for m in a[level] if m in b.get(level, {})}
+        collected.add({level: {m: b[level][m] - a[level][m] for m in a[level] if m in b.get(level, {})}
                        for level in a if level in b})
-    differences = _stack(blocks)
+    differences = collected.values
     points_a, points_b = _points(model_a), _points(model_b)
     out: dict[str, dict[str, dict]] = {}
     for level, metrics in differences.items():

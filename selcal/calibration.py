@@ -158,40 +158,107 @@ _HALF = 31
 _LOW_MASK = (1 << 31) - 1
 
 
-@dataclass
 class ClasswiseBins:
-    """Per-class equal-width bin statistics of p_k against [y = k]; shape (K, B) each.
+    """Per-class equal-width bin statistics of p_k against [y = k], for K classes and B bins.
 
     Probabilities are accumulated in exact fixed point (two 31-bit halves of p * 2**62,
     summed in int64), so the statistics are additive over row chunks with no rounding: any row
     order and any chunking give the same bits.
+
+    Stored sparse, so that memory never grows as K x B: the first bin (0, 1/B] of every
+    class is dense (4 int64 per class: most of a wide softmax is tiny), and only the
+    (class, bin) cells above it that some row reached are kept, as sorted cell indices
+    ``class * B + bin`` with their four sums (5 int64 per cell). A row reaches fewer than B
+    cells above the first bin (its probabilities sum to 1) and at most K, so the cells are
+    at most min(K (B - 1), N min(K, B - 1) + N). Updates are buffered and merged when the
+    buffer is as large as the cells already kept (amortised O(cells log cells)).
+    ``count``, ``hits``, ``high`` and ``low`` give dense (K, B) arrays, for small K x B only.
     """
 
-    count: np.ndarray
-    hits: np.ndarray
-    high: np.ndarray
-    low: np.ndarray
+    _FIELDS = ("count", "hits", "high", "low")
+
+    def __init__(self, n_classes: int, n_bins: int):
+        self.n_classes, self.n_bins, self.n_rows = int(n_classes), int(n_bins), 0
+        self.first = np.zeros((4, self.n_classes), dtype=np.int64)  # bin 0 of every class
+        self.cells = np.zeros(0, dtype=np.int64)  # sorted cell indices class * B + bin, bin >= 1
+        self.values = np.zeros((4, 0), dtype=np.int64)  # count, hits, high, low of each cell
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_size = 0
 
     def __iadd__(self, update: "ClasswiseUpdate") -> "ClasswiseBins":
         """Add one chunk's statistics (exact integer arithmetic, O(K) plus its sparse cells)."""
-        n_bins = self.count.shape[1]
-        count, hits, high, low = (a.reshape(-1) for a in (self.count, self.hits, self.high, self.low))
-        first_bin = update.cols * n_bins  # every entry starts in its class's first bin ...
-        self.count[:, 0] += update.n_rows
-        self.hits[:, 0] += update.label_counts
-        self.high[:, 0] += update.high_totals
-        self.low[:, 0] += update.low_totals
-        for flat, weights in ((count, 1), (high, update.high), (low, update.low)):
-            np.add.at(flat, update.cells, weights)  # ... and the few above 1/B move to their bin
-            np.add.at(flat, first_bin, -weights if not np.isscalar(weights) else -1)
-        np.add.at(hits, update.label_cells, 1)
-        np.add.at(hits, update.labels * n_bins, -1)
+        n_bins = self.n_bins
+        self.n_rows += update.n_rows
+        # Every entry starts in its class's first bin, and the few above 1/B move to their bin.
+        self.first[0] += update.n_rows
+        self.first[1] += update.label_counts
+        self.first[2] += update.high_totals
+        self.first[3] += update.low_totals
+        for row, weights in ((0, 1), (2, update.high), (3, update.low)):
+            np.add.at(self.first[row], update.cols, -weights if not np.isscalar(weights) else -1)
+        label_bin = update.label_cells - update.labels * n_bins
+        moved = label_bin > 0
+        np.add.at(self.first[1], update.labels[moved], -1)
+        cells = np.concatenate((update.cells, update.label_cells[moved]))
+        values = np.zeros((4, cells.size), dtype=np.int64)
+        above = update.cells.size
+        values[0, :above] = 1
+        values[1, above:] = 1
+        values[2, :above] = update.high
+        values[3, :above] = update.low
+        self._pending.append((cells, values))
+        self._pending_size += cells.size
+        if self._pending_size > max(self.cells.size, 1 << 16):
+            self._merge()
         return self
+
+    def _merge(self) -> None:
+        """Fold the buffered updates into the sorted cells (exact int64 sums)."""
+        if not self._pending:
+            return
+        cells = np.concatenate([self.cells] + [c for c, _ in self._pending])
+        values = np.concatenate([self.values] + [v for _, v in self._pending], axis=1)
+        self._pending, self._pending_size = [], 0
+        order = np.argsort(cells, kind="stable")
+        cells = cells[order]
+        if cells.size == 0:
+            return
+        starts = np.flatnonzero(np.concatenate(([True], cells[1:] != cells[:-1])))
+        self.cells = cells[starts]
+        self.values = np.add.reduceat(values[:, order], starts, axis=1)
+
+    def __getattr__(self, name: str):
+        if name in ClasswiseBins._FIELDS:
+            return self.dense(ClasswiseBins._FIELDS.index(name))
+        raise AttributeError(name)
+
+    def dense(self, field: int, classes: np.ndarray | None = None) -> np.ndarray:
+        """One statistic (0 count, 1 hits, 2 high, 3 low) as a dense (len(classes), B) array."""
+        self._merge()
+        classes = np.arange(self.n_classes) if classes is None else np.asarray(classes)
+        out = np.zeros((classes.size, self.n_bins), dtype=np.int64)
+        out[:, 0] = self.first[field, classes]
+        if classes.size:
+            low, high = np.searchsorted(self.cells, [classes[0] * self.n_bins, (classes[-1] + 1) * self.n_bins])
+            cells = self.cells[low:high]
+            row = np.searchsorted(classes, cells // self.n_bins)
+            keep = (row < classes.size) & (classes[np.minimum(row, classes.size - 1)] == cells // self.n_bins)
+            out[row[keep], cells[keep] % self.n_bins] = self.values[field, low:high][keep]
+        return out
+
+    def touched_classes(self) -> np.ndarray:
+        """Classes with a cell above the first bin (sorted)."""
+        self._merge()
+        return np.unique(self.cells // self.n_bins)
 
     @property
     def probability_sum(self) -> np.ndarray:
-        """sum of p_k over the samples in each (class, bin) cell, float64."""
-        return self.high * (2.0**_HALF / _FIXED_ONE) + self.low / _FIXED_ONE
+        """sum of p_k over the samples in each (class, bin) cell, float64 (dense, K x B)."""
+        return _fixed_to_float(self.high, self.low)
+
+
+def _fixed_to_float(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    return high * (2.0**_HALF / _FIXED_ONE) + low / _FIXED_ONE
 
 
 @dataclass
@@ -239,8 +306,7 @@ def classwise_update(probabilities, labels, n_bins: int = DEFAULT_BINS) -> Class
 
 
 def empty_classwise_bins(n_classes: int, n_bins: int = DEFAULT_BINS) -> ClasswiseBins:
-    zeros = lambda: np.zeros((n_classes, n_bins), dtype=np.int64)  # noqa: E731
-    return ClasswiseBins(zeros(), zeros(), zeros(), zeros())
+    return ClasswiseBins(n_classes, n_bins)
 
 
 def classwise_bins(probabilities, labels, n_bins: int = DEFAULT_BINS) -> ClasswiseBins:
@@ -270,6 +336,16 @@ def classwise_calibration_error(bins: ClasswiseBins) -> float:
     ----------
     Kull et al., "Beyond temperature scaling", NeurIPS 2019 (classwise-ECE).
     """
-    n = float(bins.count[0].sum())  # N, the same for every class
-    per_class = np.abs(bins.hits - bins.probability_sum).sum(axis=1) / n
+    n = float(bins.n_rows)  # N, the same for every class
+    # A class with nothing above its first bin has one non-zero term; the others are summed
+    # over dense blocks of classes (bounded memory), exactly as over a dense K x B array.
+    per_class = np.abs(bins.first[1] - _fixed_to_float(bins.first[2], bins.first[3]))
+    touched = bins.touched_classes()
+    step = max(1, (1 << 20) // bins.n_bins)
+    for start in range(0, touched.size, step):
+        classes = touched[start:start + step]
+        hits = bins.dense(1, classes)
+        probability_sum = _fixed_to_float(bins.dense(2, classes), bins.dense(3, classes))
+        per_class[classes] = np.abs(hits - probability_sum).sum(axis=1)
+    per_class = per_class / n
     return math.fsum(per_class) / per_class.size

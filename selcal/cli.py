@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from . import __version__
-from .errors import SelcalError
+from .errors import OptionError, SelcalError
 
 app = typer.Typer(
     add_completion=False,
@@ -40,33 +40,28 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
     return values
 
 
-def _p_grid(text: str) -> tuple[int, ...]:
-    """'1-10' or '1,2,4' or a mix: '1-4,8'."""
-    values: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part:
-                low, high = (int(x) for x in part.split("-", 1))
-                values.extend(range(low, high + 1))
-            elif part:
-                values.append(int(part))
-    except ValueError:
-        raise SelcalError(f"--p-grid takes positive integers such as 1-10 or 1,2,4; got {text!r}") from None
-    return tuple(values)
-
-
 def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective,
              temp_objective="nll"):
-    """:class:`selcal.Options` from the command-line text of the options that change a number."""
+    """:class:`selcal.Options` from the command-line text of the options that change a number.
+
+    Options checks and parses the values (the one validation of the Python API too); its
+    errors name Python arguments, renamed here to the flags.
+    """
     from .evaluate import Options
 
-    return Options(
-        scores=tuple(s.strip() for s in scores.split(",") if s.strip()),
-        bins=bins, risks=_floats(risks, "--risks"), coverages=_floats(coverages, "--coverages"),
-        aurc_estimator=aurc_estimator, val_fraction=val_fraction, seed=seed, center=center,
-        p_grid=_p_grid(p_grid), pnorm_objective=pnorm_objective, temp_objective=temp_objective,
-    )
+    try:
+        return Options(
+            scores=scores, bins=bins, risks=risks, coverages=coverages, aurc_estimator=aurc_estimator,
+            val_fraction=val_fraction, seed=seed, center=center, p_grid=p_grid, pnorm_objective=pnorm_objective,
+            temp_objective=temp_objective,
+        )
+    except OptionError as exc:
+        raise _flag_error(exc) from None
+
+
+def _flag_error(exc: OptionError) -> OptionError:
+    """The error of a Python argument (``p_grid``), naming its command-line flag (``--p-grid``)."""
+    return exc.named("--" + exc.option.replace("_", "-"))
 
 
 def _version(value: bool):
@@ -127,6 +122,10 @@ def evaluate(
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
                            pnorm_objective, temp_objective)
+        if bootstrap:
+            from .bootstrap import check_arguments
+
+            check_arguments(bootstrap, confidence)  # before the work, not after it
         stdout_outputs = [p for p in (json_path, csv_path, markdown_path) if p == "-"]
         if len(stdout_outputs) > 1:
             raise SelcalError("only one of --json, --csv and --markdown can write to stdout ('-')")
@@ -169,7 +168,7 @@ def evaluate(
                     out.write(render(board))
         figure_notes = _write_figures(result, plots_dir, report_path, **figure_options)
     except SelcalError as exc:
-        _fail(str(exc))
+        _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
         _fail(f"{exc.filename or json_path}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if not quiet and not stdout_outputs:
@@ -415,7 +414,7 @@ def compare(
             tolerances=tolerances, only=only,
         )
     except SelcalError as exc:
-        _fail(str(exc))
+        _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     _finish(report, json_path, markdown_path, junit_path, quiet)
 
 

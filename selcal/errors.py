@@ -6,3 +6,23 @@ class SelcalError(Exception):
 
     The CLI prints it as one line on stderr and exits with status 2.
     """
+
+
+class OptionError(SelcalError):
+    """A bad option value. The message names the option as its caller calls it: ``bins`` from
+    Python, ``--bins`` from the command line (:meth:`named`), from one validation.
+    """
+
+    def __init__(self, option: str, template: str):
+        self.option = option
+        self.template = template  # holds "{option}" where the option's name goes
+        super().__init__(template.format(option=option))
+
+    def named(self, name: str) -> "OptionError":
+        """The same error, naming the option ``name`` (e.g. the command-line flag)."""
+        error = OptionError(self.option, self.template)
+        error.args = (self.template.format(option=name),)
+        return error
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -211,6 +211,7 @@ class PnormFit:
 
 
 PNORM_OBJECTIVES = ("aurc", "augrc")
+P_BLOCK = 16  # values of p scored per pass over the validation logits
 
 
 def fit_pnorm(
@@ -230,21 +231,30 @@ def fit_pnorm(
     if objective not in PNORM_OBJECTIVES:
         raise ValueError(f"unknown p-norm objective {objective!r}; use one of {PNORM_OBJECTIVES}")
     p_grid = sorted({int(p) for p in p_grid})
-    correct, grid_scores, msp_scores = [], [], []
-    for rows in scores.row_chunks(*logits.shape):
-        chunk = np.asarray(logits[rows], dtype=np.float64)
-        correct.append(np.argmax(chunk, axis=1) == labels[rows])
-        grid_scores.append(scores.pnorm_grid(chunk, p_grid, center))
-        msp_scores.append(scores.log_msp(chunk))
-    correct, grid_scores = np.concatenate(correct), np.concatenate(grid_scores)
+    labels = np.asarray(labels, dtype=np.int64)
+    n = labels.size
+    correct, msp_scores = np.empty(n, dtype=bool), np.empty(n)
+    val_objective = {}
 
     def measure(score: np.ndarray) -> float:
         curve = risk_coverage(score, correct)
         return aurc(curve, estimator) if objective == "aurc" else augrc(curve)
 
-    val_objective = {p: measure(grid_scores[:, j]) for j, p in enumerate(p_grid)}
+    # One pass over the validation logits per block of p values: memory N x P_BLOCK floats,
+    # whatever the grid's size (the score of a p does not depend on the rest of the grid).
+    for first in range(0, len(p_grid), P_BLOCK):
+        block = p_grid[first:first + P_BLOCK]
+        grid_scores = np.empty((n, len(block)))
+        for rows in scores.row_chunks(*logits.shape):
+            chunk = np.asarray(logits[rows], dtype=np.float64)
+            if first == 0:
+                correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
+                msp_scores[rows] = scores.log_msp(chunk)
+            grid_scores[rows] = scores.pnorm_grid(chunk, block, center)
+        val_objective.update({p: measure(grid_scores[:, j]) for j, p in enumerate(block)})
+        del grid_scores
     best_p = min(p_grid, key=lambda p: (val_objective[p], p))
-    msp_objective = measure(np.concatenate(msp_scores))
+    msp_objective = measure(msp_scores)
     return PnormFit(
         p=best_p,
         fallback=bool(msp_objective <= val_objective[best_p]),

@@ -154,23 +154,27 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool):
 # Above it, each row is first divided by its largest |x| (largest term exactly 1), so no
 # power that matters underflows for any p.
 _EXACT_SCALE_MAX_P = 1000
-# Grid values of p more than this far apart are reached by one np.power, not by repeated
-# products: the work is bounded by the number of grid values, whatever their size.
-_POWER_STEP = 4
+# Powers up to this p are built by repeated products (shared by the grid's values); above
+# it each is one np.power. Either way the score of a p does not depend on the rest of the
+# grid, bit for bit, and the work grows with the number of grid values, not with p.
+_PRODUCT_MAX_P = 16
 
 
 def _power_sums(base: np.ndarray, ps) -> dict[int, np.ndarray]:
-    """{p: sum_k base_k ** p} for every p in ``ps``, reusing the powers between close values."""
+    """{p: sum_k base_k ** p} for every p in ``ps``."""
     sums: dict[int, np.ndarray] = {}
-    power, at = None, 0
-    for p in sorted(set(ps)):
-        if power is None or p - at > _POWER_STEP:
-            power = base.copy() if p == 1 else np.power(base, float(p))
-        else:
-            for _ in range(p - at):
+    wanted = set(ps)
+    products = sorted(p for p in wanted if p <= _PRODUCT_MAX_P)
+    if products:
+        power = base.copy() if products[-1] > 1 else base
+        for p in range(1, products[-1] + 1):
+            if p > 1:
                 power *= base
-        at = p
-        sums[p] = row_sums(power)
+            if p in wanted:
+                sums[p] = row_sums(power)
+    for p in sorted(wanted):
+        if p > _PRODUCT_MAX_P:
+            sums[p] = row_sums(np.power(base, float(p)))
     return sums
 
 
