@@ -97,6 +97,9 @@ def load_result(path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise SelcalError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); "
                           "give the file `selcal evaluate --json` wrote") from None
+    except RecursionError:  # hostile nesting (e.g. 100 000 levels of [[[...]]]): no result is that deep
+        raise SelcalError(f"{path}: JSON nested too deeply to be a selcal result; "
+                          "give the file `selcal evaluate --json` wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SelcalError(f"{path}: cannot be read ({exc.__class__.__name__}: {exc})") from None
     if not isinstance(data, dict) or "schema" not in data:
@@ -112,11 +115,31 @@ def load_result(path) -> dict[str, Any]:
         if not isinstance(model, dict) or not isinstance(model.get("name"), str) \
                 or not isinstance(model.get("scores"), dict):
             raise SelcalError(f"{path}: models[{index}] lacks 'name' or 'scores'; regenerate it with selcal evaluate")
+    for model in models:
+        _check_values(path, model)
     names = [m["name"] for m in models]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise SelcalError(f"{path}: two models are named '{duplicates[0]}'; names must be unique to be matched")
     return data
+
+
+def _check_values(path: str, model: dict[str, Any]) -> None:
+    """Refuse a judged metric whose value is neither a number nor null (a string would count as undefined)."""
+    def bad(key: str, value) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SelcalError(f"{path}: model '{model['name']}', key '{key}': {json.dumps(value)[:40]} is not a "
+                              "number or null; give the file `selcal evaluate --json` wrote")
+
+    for key in MODEL_LEVEL:
+        bad(key, model.get(key))
+    for score, values in model["scores"].items():
+        if not isinstance(values, dict):
+            raise SelcalError(f"{path}: model '{model['name']}', key 'scores.{score}' is not an object; "
+                              "give the file `selcal evaluate --json` wrote")
+        for key, value in values.items():
+            if better(key) is not None:
+                bad(f"scores.{score}.{key}", value)
 
 
 @dataclass
@@ -255,6 +278,48 @@ class Row:
     tolerance: float | None = None
     status: str = ""
     failed: bool = False
+    close: bool = False  # passed, but within CLOSE of failing (see is_close); set by Report
+
+
+CLOSE = 0.1
+
+
+def is_close(row: Row, margin: float = CLOSE) -> bool:
+    """Did ``row`` pass, but would fail if every threshold it passed were moved ``margin`` (10%)
+    of the way towards failing? Those rows are shown by default, with the failures.
+
+    * a bound (``--max``/``--min``): the value is within ``margin * |bound|`` of it;
+    * against a baseline: worse_by > (1 - margin) * tolerance and, when both files have
+      intervals, the intervals overlap by at most ``margin`` of the current interval's width;
+    * ``compare``: worse_by > (1 - margin) * tolerance and the paired interval of B - A
+      reaches at most ``margin`` of its width past 0 on the better side.
+
+    Examples
+    --------
+    >>> is_close(Row("m", "msp.aurc", "lower", "max", 0.06, 0.0599))
+    True
+    >>> is_close(Row("m", "msp.aurc", "lower", "max", 0.06, 0.05))
+    False
+    """
+    if row.failed or row.value is None or row.reference is None:
+        return False
+    if row.kind in ("max", "min"):
+        slack = row.reference - row.value if row.kind == "max" else row.value - row.reference
+        return slack <= margin * abs(row.reference)
+    worse_by = _worse_by(row.better, row.reference, row.value)
+    if worse_by <= 0 or worse_by <= (1 - margin) * (row.tolerance or 0.0):
+        return False
+    lower = row.better == "lower"
+    if row.kind == "compare":
+        ci = row.ci_difference
+        if ci is None:
+            return False
+        past_zero = -ci[0] if lower else ci[1]  # how far the interval reaches to the better side of 0
+        return past_zero <= margin * (ci[1] - ci[0])
+    if row.ci_reference is None or row.ci_value is None:
+        return True
+    overlap = row.ci_reference[1] - row.ci_value[0] if lower else row.ci_value[1] - row.ci_reference[0]
+    return overlap <= margin * (row.ci_value[1] - row.ci_value[0])
 
 
 @dataclass
@@ -267,6 +332,11 @@ class Report:
     rule: str
     confidence: float | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (model, text): the data's warnings
+
+    def __post_init__(self) -> None:
+        for row in self.rows:
+            row.close = is_close(row)
 
     @property
     def failures(self) -> list[Row]:
@@ -283,6 +353,7 @@ class Report:
             "command": self.command, "status": "fail" if self.failures else "pass", "exit_code": self.exit_code,
             "rule": self.rule, **self.sources, "confidence": self.confidence, "notes": self.notes,
             "failures": len(self.failures), "rows": [asdict(r) for r in self.rows],
+            "warnings": [{"model": model, "warning": text} for model, text in self.warnings],
         })
 
     def to_json(self) -> str:
@@ -316,43 +387,83 @@ class Report:
         return [row.model, row.metric, row.better, reference, _fmt(row.value), _fmt(row.difference),
                 _fmt_ci(row.ci_reference), _fmt_ci(row.ci_value), _fmt(row.tolerance), row.status]
 
-    def render(self, console) -> None:
-        """Tables on the terminal, one per model: failures first; the "model" and "better"
-        columns of the other renderings are left out to keep it narrow."""
+    def _terminal_cells(self, row: Row) -> list[str]:
+        """A row for the terminal (fits 100 columns): intervals go on a second line in their cell."""
+        from .report import metric_name
+
+        def value(number, ci=None, prefix=""):
+            text = prefix + _fmt(number)
+            return text + (f"\n{_fmt_ci(ci)}" if ci is not None else "")
+
+        if self.command == "compare":
+            return [metric_name(row.metric), _fmt(row.reference), _fmt(row.value),
+                    value(row.difference, row.ci_difference), row.status]
+        reference = value(row.reference, row.ci_reference, f"{row.kind} " if row.kind in ("max", "min") else "")
+        status = row.status + (f" {_fmt(row.tolerance)}" if row.status == "worse, within tolerance" else "")
+        return [metric_name(row.metric), reference, value(row.value, row.ci_value), _fmt(row.difference), status]
+
+    def _terminal_columns(self) -> list[str]:
+        if self.command == "compare":
+            return ["metric", "A", "B", f"B - A, {self._level()} interval", "verdict"]
+        return ["metric", "baseline / bound", f"current ({self._level()})" if self.confidence else "current",
+                "difference", "status"]
+
+    def render(self, console, show_all: bool = False) -> None:
+        """Tables on the terminal, one per model: by default only the rows that failed or were
+        close (:func:`is_close`), failures first; ``show_all`` every row. Fits 100 columns:
+        intervals sit under their value, the "better" and "tolerance" columns of the other
+        renderings are left out; metrics are named as in the evaluate tables (``msp AURC``)."""
+        from rich.markup import escape
         from rich.table import Table
 
-        columns = self._columns()
-        keep = [i for i, name in enumerate(columns) if name not in ("model", "better")]
-        for model in dict.fromkeys(r.model for r in self.rows):
-            rows = [r for r in self.rows if r.model == model]
-            console.print(f"[bold]{model}[/bold]")
+        columns = self._terminal_columns()
+        shown = [r for r in self.rows if show_all or r.failed or r.close]
+        for model in dict.fromkeys(r.model for r in shown):
+            rows = [r for r in shown if r.model == model]
+            console.print(f"[bold]{escape(model)}[/bold]", soft_wrap=True)
             table = Table(show_edge=False, pad_edge=False)
-            for position, index in enumerate(keep):
-                table.add_column(columns[index], justify="left" if position in (0, len(keep) - 1) else "right")
+            for position, name in enumerate(columns):
+                table.add_column(name, justify="left" if position in (0, len(columns) - 1) else "right",
+                                 no_wrap=0 < position < len(columns) - 1)
             for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:
-                cells = self._cells(row)
+                cells = [escape(cell) for cell in self._terminal_cells(row)]
                 if row.failed:
                     cells[-1] = f"[bold red]{cells[-1]}[/bold red]"
-                table.add_row(*(cells[i] for i in keep))
+                elif row.close:
+                    cells[-1] = f"[yellow]{cells[-1]} (close)[/yellow]"
+                table.add_row(*cells)
             console.print(table)
         for note in self.notes:
-            console.print(f"note: {note}", markup=False)
+            console.print(f"note: {note}", markup=False, soft_wrap=True, highlight=False)
+        if not show_all:
+            n_close = sum(1 for r in self.rows if r.close)
+            console.print(f"note: shown: the {len(self.failures)} failed and {n_close} close metrics of "
+                          f"{len(self.rows)} (close: within {100 * CLOSE:g}% of a bound, a tolerance or "
+                          "separate intervals); --all shows every metric", markup=False, soft_wrap=True,
+                          highlight=False)
         style = "bold red" if self.failures else "bold green"
-        console.print(f"[{style}]{self.summary()}[/{style}]")
+        console.print(f"[{style}]{escape(self.summary())}[/{style}]", soft_wrap=True)
 
     def to_markdown(self) -> str:
         """Markdown for a pull-request comment: verdict, failures, then every row folded away."""
+        from .report import metric_name
+
         lines = [f"### {'❌' if self.failures else '✅'} {self.summary()}", ""]
         lines += [f"- {k}: `{v}`" for k, v in self.sources.items()]
         lines += [f"- rule: {self.rule}"]
         lines += [f"- note: {note}" for note in self.notes]
         lines.append("")
+        if self.warnings:
+            lines += ["**Warnings about the data**", ""]
+            lines += [f"- ⚠️ {_md(model)}: {_md(text)}" for model, text in self.warnings] + [""]
         header = self._columns()
 
         def table(rows):
             out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             for row in rows:
-                cells = [c.replace("|", "\\|") for c in self._cells(row)]
+                cells = self._cells(row)
+                cells[1] = metric_name(row.metric)  # the names of the evaluate tables; keys in JSON and JUnit
+                cells = [c.replace("|", "\\|") for c in cells]
                 if row.failed:
                     cells[-1] = f"**{cells[-1]}**"
                 out.append("| " + " | ".join(cells) + " |")
@@ -364,19 +475,58 @@ class Report:
         return "\n".join(lines)
 
     def to_junit(self) -> str:
-        """JUnit XML: one test case per row, a <failure> for each failed one."""
+        """JUnit XML: one test case per row; a ``<failure>`` per failed row, ``<skipped>`` with its
+        reason for a row that could not be judged (worse but without an interval, undefined).
+
+        The class name is ``selcal.COMMAND.MODEL`` with the dots of the model name replaced by
+        ``_`` (GitHub, GitLab and Jenkins split class names on dots: ``lspair_alpha0.1`` would
+        become a package ``lspair_alpha0`` and a class ``1``); the real name is then appended to
+        the test name. The data's warnings are suite properties named ``warning`` and its
+        ``<system-err>``.
+        """
+        skipped = [row for row in self.rows if _skip_reason(row)]
         suite = ElementTree.Element("testsuite", name=f"selcal {self.command}", tests=str(len(self.rows)),
-                                    failures=str(len(self.failures)), errors="0", skipped="0")
+                                    failures=str(len(self.failures)), errors="0", skipped=str(len(skipped)), time="0")
+        if self.warnings:
+            properties = ElementTree.SubElement(suite, "properties")
+            for model, text in self.warnings:
+                ElementTree.SubElement(properties, "property", name="warning", value=f"{model}: {text}")
         for row in self.rows:
             name = row.metric if row.kind in ("baseline", "compare") else f"{row.metric} {row.kind} {_fmt(row.reference)}"
-            case = ElementTree.SubElement(suite, "testcase", classname=f"selcal.{row.model}", name=name, time="0")
+            model = row.model.replace(".", "_")
+            if model != row.model:
+                name += f" (model {row.model})"
+            case = ElementTree.SubElement(suite, "testcase", classname=f"selcal.{self.command}.{model}", name=name,
+                                          time="0")
+            details = " ".join(f"{c}={v}" for c, v in zip(self._columns(), self._cells(row)))
             if row.failed:
                 failure = ElementTree.SubElement(case, "failure", message=f"{row.metric}: {row.status}", type=row.kind)
-                failure.text = " ".join(f"{c}={v}" for c, v in zip(self._columns(), self._cells(row)))
+                failure.text = details
+            elif _skip_reason(row):
+                ElementTree.SubElement(case, "skipped", message=f"{row.metric}: {_skip_reason(row)}").text = details
+        if self.warnings:
+            ElementTree.SubElement(suite, "system-err").text = "\n".join(
+                f"selcal: warning: {model}: {text}" for model, text in self.warnings) + "\n"
         suites = ElementTree.Element("testsuites", name="selcal", tests=str(len(self.rows)),
-                                     failures=str(len(self.failures)))
+                                     failures=str(len(self.failures)), errors="0", skipped=str(len(skipped)))
         suites.append(suite)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def _skip_reason(row: Row) -> str | None:
+    """Why a row that did not fail was not judged either (a JUnit ``<skipped>``), or None."""
+    if row.failed:
+        return None
+    if row.status.startswith("worse, no interval"):
+        return "worse than the baseline, but the files have no interval for this metric; give a --tolerance to judge it"
+    if row.status.startswith("undefined"):
+        return f"{row.status}: the value is null (e.g. AUROC without errors), so it cannot be judged"
+    return None
+
+
+def _md(text: str) -> str:
+    """User text (a model name, a warning) safe inside Markdown: no table breaks, no emphasis."""
+    return "".join("\\" + c if c in "\\`*_[]<>|#" else c for c in str(text))
 
 
 def _fmt(value) -> str:
@@ -496,7 +646,9 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     sources = {"current": current_path}
     if baseline is not None:
         sources["baseline"] = baseline_path
-    return Report("check", rows, sources, CHECK_RULE, confidence, notes)
+    warnings = [(model["name"], str(text)) for model in current["models"]
+                for text in (model.get("warnings") if isinstance(model.get("warnings"), list) else [])]
+    return Report("check", rows, sources, CHECK_RULE, confidence, notes, warnings)
 
 
 def _pairs(current, baseline, current_path, baseline_path) -> list[tuple[dict, dict]]:
@@ -572,7 +724,8 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
                         entry["difference"], ci_difference=ci, tolerance=tolerance, status=status, failed=failed))
     notes = [f"paired bootstrap: {resamples} resamples of the same {model_a.n_eval} evaluation rows, seed {seed}",
              "class-wise ECE has no interval (not a mean over rows) and is not compared"]
-    return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes)
+    warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
+    return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes, warnings)
 
 
 def _align(a, b) -> np.ndarray:
@@ -696,37 +849,38 @@ def render_intervals(result, console) -> None:
     """After ``selcal evaluate``'s table: each model's bootstrap intervals, metrics by scores."""
     from rich.table import Table
 
+    from rich.markup import escape
+
+    from .report import metric_label
+
     info = getattr(result, "bootstrap", None) or {}
     level = f"{100 * info.get('confidence', 0.95):g}%"
     for model in result.models:
         names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
         keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
         unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
-        console.print(f"[bold]{model.name}[/bold]  {level} bootstrap intervals "
-                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})")
+        console.print(f"[bold]{escape(model.name)}[/bold]  {level} bootstrap intervals "
+                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})",
+                      soft_wrap=True)
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in names:
             table.add_column(name, justify="right")
         for key in keys:
-            table.add_row(_unit_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
+            table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
         console.print(table)
         model_ci = model.extra.get("ci") or {}
         if model_ci:
-            console.print("  model: " + ", ".join(f"{_unit_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()))
+            console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
+                          soft_wrap=True)
         console.print()
 
 
-_PLAIN_UNITS = ("nll", "brier", "temperature")
-
-
-def _unit_label(key: str) -> str:
-    return key if key in _PLAIN_UNITS else f"{key} (%)"
-
-
 def _interval_text(key: str, ci) -> str:
+    from .report import metric_unit
+
     if ci is None:
         return "-"
-    if key in _PLAIN_UNITS:
+    if metric_unit(key) != "pct":
         return f"{ci[0]:.4f}–{ci[1]:.4f}"
     return f"{100 * ci[0]:.2f}–{100 * ci[1]:.2f}"

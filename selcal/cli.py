@@ -17,12 +17,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
+    # Plain Click help: it wraps at word boundaries to any width (never cuts a default off),
+    # reads the same in a pipe or a CI log, and shows no <bool> metavar on flags.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="How well does a classifier know when it is wrong? Selective classification and calibration from saved logits.",
 )
 
 
 _SCORES_HELP = ("Scores to evaluate, comma-separated, or 'all': msp, max_logit, pnorm, temp, energy, entropy, "
                 "margin, logit_margin, gini, pnorm_softmax.")
+_NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 
 
 def _fail(message: str) -> None:
@@ -111,7 +116,8 @@ def evaluate(
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
     engine: str = typer.Option("local", "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
+    no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP),
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
@@ -153,9 +159,6 @@ def evaluate(
                                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
         if json_path == "-":
             sys.stdout.write(result.to_json())
-            for model in result.models:  # the table is not shown: warnings go to stderr
-                for warning in model.warnings:
-                    typer.echo(f"selcal: warning: {model.name}: {warning}", err=True)
         elif json_path is not None:
             with atomic_write(json_path) as out:
                 out.write(result.to_json())
@@ -186,6 +189,21 @@ def evaluate(
     if not quiet:
         for note in figure_notes:
             typer.echo(f"selcal: {note}", err=True)
+    show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
+
+
+def show_warnings(warnings, silenced: bool = False) -> None:
+    """The one rule for what selcal knows about the data: every warning goes to stderr, always
+    (also with -q, with an output to '-', under a leaderboard and in check/compare), as
+    ``selcal: warning: MODEL: text``, after whatever went to stdout; ``--no-warnings`` silences it.
+
+    ``warnings``: (model name, text) pairs.
+    """
+    if silenced or not warnings:
+        return
+    sys.stdout.flush()  # a CI log interleaves the two streams: the warnings come under the tables
+    for name, text in warnings:
+        typer.echo(f"selcal: warning: {name}: {text}", err=True)
 
 
 def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, n_files) -> dict:
@@ -310,7 +328,8 @@ def _write_report(report, json_path: Optional[str], markdown_path: Optional[str]
                 out.write(text())
 
 
-def _finish(report, json_path, markdown_path, junit_path, quiet: bool) -> None:
+def _finish(report, json_path, markdown_path, junit_path, quiet: bool, no_warnings: bool = False,
+            show_all: bool = False) -> None:
     """Write a check/compare report where asked, show it, and exit with its status (0, 1)."""
     try:
         _write_report(report, json_path, markdown_path, junit_path)
@@ -319,7 +338,8 @@ def _finish(report, json_path, markdown_path, junit_path, quiet: bool) -> None:
     except OSError as exc:
         _fail(f"{exc.filename}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if not quiet and "-" not in (json_path, markdown_path, junit_path):
-        report.render(_report_console())
+        report.render(_report_console(), show_all=show_all)
+    show_warnings(report.warnings, no_warnings)
     raise typer.Exit(report.exit_code)
 
 
@@ -330,11 +350,11 @@ def _check_outputs(*paths: Optional[str]) -> None:
 
 
 def _report_console():
-    """The console of check/compare: CI logs are not terminals, so give the table room."""
+    """The console of check/compare: the terminal's width; in a pipe or a CI log, 100 columns."""
     from rich.console import Console
 
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=100)
 
 
 _BOUND_HELP = "METRIC=VALUE, METRIC as msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc; repeatable."
@@ -351,7 +371,9 @@ def check(
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown (a PR comment) to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
+    no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
+    show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
 ):
     """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
     from . import checks
@@ -368,7 +390,7 @@ def check(
                               only=only, current_path=str(current), baseline_path=str(baseline))
     except SelcalError as exc:
         _fail(str(exc))
-    _finish(report, json_path, markdown_path, junit_path, quiet)
+    _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
 
 
 @app.command()
@@ -397,7 +419,9 @@ def compare(
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
+    no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
+    show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from . import checks
@@ -415,7 +439,7 @@ def compare(
         )
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
-    _finish(report, json_path, markdown_path, junit_path, quiet)
+    _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
 
 
 @app.command()
@@ -600,6 +624,38 @@ def _count_bar(what: str, enabled: bool = True):
         yield advance
     finally:
         bar.stop()
+
+
+# Metavars of the help (one place): a word for what the option takes, never Typer's <type>.
+_METAVARS = {
+    "files": "TEST", "current": "CURRENT", "val": "FILE", "baseline": "FILE", "json_path": "PATH",
+    "csv_path": "PATH", "markdown_path": "PATH", "junit_path": "PATH", "scores": "LIST", "risks": "LIST",
+    "coverages": "LIST", "p_grid": "LIST", "metric": "METRIC", "aurc_estimator": "mean|trapz",
+    "pnorm_objective": "aurc|augrc", "temp_objective": "nll|aurc", "plot_format": "png|svg|pdf",
+    "dtype": "float32|float16", "label_col": "NAME", "logits_col": "NAME", "group_col": "NAME", "sort_by": "COLUMN",
+    "ls_alpha": "ALPHA", "device": "DEVICE", "engine": "local|ray",
+}
+_TYPE_METAVARS = {int: "N", float: "X", str: "TEXT", Path: "FILE"}
+
+
+def _set_metavars(typer_app) -> None:
+    import inspect
+    import typing
+
+    for command in typer_app.registered_commands:
+        hints = typing.get_type_hints(command.callback)
+        for name, parameter in inspect.signature(command.callback).parameters.items():
+            info = parameter.default
+            if not isinstance(info, (typer.models.OptionInfo, typer.models.ArgumentInfo)) or info.metavar:
+                continue
+            hint = hints.get(name)
+            while typing.get_args(hint) and hint is not bool:  # Optional[List[X]] -> X
+                hint = next(a for a in typing.get_args(hint) if a is not type(None))
+            if hint is not bool:
+                info.metavar = _METAVARS.get(name) or _TYPE_METAVARS.get(hint, "VALUE")
+
+
+_set_metavars(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,8 @@ from .scores import REGISTRY
 
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
            "leaderboard",
-           "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS"]
+           "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS", "METRIC_NAMES",
+           "metric_name", "metric_label", "metric_unit"]
 
 SCHEMA_VERSION = 1
 
@@ -124,14 +125,56 @@ def to_jsonable(value):
     return value
 
 
+# ---------------------------------------------------------------------- metric names
+# The one table of metric names shown to people: the metric table, the bootstrap intervals
+# table, and the check/compare tables ("msp AURC") all read it. Keys (``aurc``, ``cov@0.01``)
+# stay the names in JSON, JUnit and the options of check/compare.
+# key: (name, unit) where unit "pct" is a fraction shown as percent in the evaluate tables.
+METRIC_NAMES = {
+    "aurc": ("AURC", "pct"), "eaurc": ("E-AURC", "pct"), "augrc": ("AUGRC", "pct"), "auroc": ("AUROC", "pct"),
+    "fpr95": ("FPR@95%TPR", "pct"), "ece": ("ECE", "pct"), "aece": ("adaptive ECE", "pct"), "mce": ("MCE", "pct"),
+    "nll": ("NLL", "num"), "brier": ("Brier", "num"), "cece": ("class-wise ECE", "pct"),
+    "accuracy": ("accuracy", "pct"), "top5_accuracy": ("top-5 accuracy", "pct"), "error": ("error", "pct"),
+    "temperature": ("temperature T", "num"),
+}
+
+
+def metric_name(key: str) -> str:
+    """The name of a metric key for people, e.g. ``cov@0.05`` -> ``cov@risk 5%``; a score-qualified
+    key (``msp.aurc``) gets its score in front (``msp AURC``).
+
+    Examples
+    --------
+    >>> metric_name("aurc"), metric_name("risk@0.5"), metric_name("max_logit.cov@0.01")
+    ('AURC', 'risk@cov 50%', 'max_logit cov@risk 1%')
+    """
+    score, dot, metric = key.partition(".")
+    if dot and "@" not in score:  # (not the dot of cov@0.05)
+        return f"{score} {metric_name(metric)}"
+    if key.startswith("cov@"):
+        return f"cov@risk {100 * float(key[4:]):g}%"
+    if key.startswith("risk@"):
+        return f"risk@cov {100 * float(key[5:]):g}%"
+    return METRIC_NAMES.get(key, (key, "num"))[0]
+
+
+def metric_unit(key: str) -> str:
+    """``"pct"`` (a fraction, shown in percent in the evaluate tables) or ``"num"``."""
+    score, dot, metric = key.partition(".")
+    key = metric if dot and "@" not in score else key
+    if key.startswith(("cov@", "risk@")):
+        return "pct"
+    return METRIC_NAMES.get(key, (key, "num"))[1]
+
+
+def metric_label(key: str) -> str:
+    """Name and unit for a table row of the evaluate tables: ``AURC (%)``, ``NLL``."""
+    return metric_name(key) + (" (%)" if metric_unit(key) == "pct" else "")
+
+
 # ------------------------------------------------------------------- terminal table
-# (key, label, kind) where kind is "pct" (fraction shown as percent) or "num".
-_SELECTIVE_ROWS = [
-    ("aurc", "AURC (%)", "pct"), ("eaurc", "E-AURC (%)", "pct"), ("augrc", "AUGRC (%)", "pct"),
-    ("auroc", "AUROC (%)", "pct"), ("fpr95", "FPR@95%TPR (%)", "pct"),
-]
-_CALIBRATION_ROWS = [("ece", "ECE (%)", "pct"), ("aece", "adaptive ECE (%)", "pct"), ("mce", "MCE (%)", "pct"),
-                     ("nll", "NLL", "num"), ("brier", "Brier", "num"), ("cece", "class-wise ECE (%)", "pct")]
+_SELECTIVE_KEYS = ("aurc", "eaurc", "augrc", "auroc", "fpr95")
+_CALIBRATION_KEYS = ("ece", "aece", "mce", "nll", "brier", "cece")
 
 
 _SPLIT_WORDS = {
@@ -163,30 +206,31 @@ def metric_sections(model: ModelResult) -> list[list[tuple[str, str, list]]]:
     """
     names = list(model.scores)
     some = next(iter(model.scores.values()), {})
-    risk_rows = [(k, f"cov@risk {100 * float(k[4:]):g}% (%)", "pct") for k in some if k.startswith("cov@")]
-    coverage_rows = [(k, f"risk@cov {100 * float(k[5:]):g}% (%)", "pct") for k in some if k.startswith("risk@")]
-    selective = [(label, kind, [model.scores[n].get(key) for n in names])
-                 for key, label, kind in _SELECTIVE_ROWS + risk_rows + coverage_rows]
+    keys = list(_SELECTIVE_KEYS) + [k for k in some if k.startswith("cov@")] + [k for k in some if k.startswith("risk@")]
+    selective = [(metric_label(key), metric_unit(key), [model.scores[n].get(key) for n in names]) for key in keys]
     model_level = {"nll": model.nll, "brier": model.brier, "cece": model.cece}
     calibration = []
-    for key, label, kind in _CALIBRATION_ROWS:
+    for key in _CALIBRATION_KEYS:
         values = [model.scores[n].get(key, model_level.get(key) if n == "msp" else None) for n in names]
         values = [None if isinstance(v, bool) else v for v in values]
         if any(v is not None for v in values):
-            calibration.append((label, kind, values))
+            calibration.append((metric_label(key), metric_unit(key), values))
     return [selective, calibration]
 
 
 def render_table(result: EvaluationResult, console) -> None:
     """Print one rich table per model: metrics as rows, scores as columns."""
+    from rich.markup import escape
     from rich.table import Table
 
     for model in result.models:
         score_names = list(model.scores)
+        # Lines of text are printed with soft_wrap: a pipe or a CI log gets them whole, not cut at 80 columns.
         top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
-        console.print(f"[bold]{model.name}[/bold]  K = {model.num_classes}, accuracy {100 * model.accuracy:.2f}%{top5}")
-        fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_validation]) \
-            or "pnorm and temp"
+        console.print(f"[bold]{escape(model.name)}[/bold]  K = {model.num_classes}, "
+                      f"accuracy {100 * model.accuracy:.2f}%{top5}", soft_wrap=True)
+        # Only the scores evaluated that were fitted (none: nothing said about fitting).
+        fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_validation])
         pixels = model.extra.get("pixels")
         if pixels:  # pixel rows of segmentation images: say how many images, and how they were drawn
             drawn = pixels.get("pixels_per_image")
@@ -195,12 +239,13 @@ def render_table(result: EvaluationResult, console) -> None:
                              f"seed {pixels.get('seed')}, void label {pixels.get('ignore_label')})"
                              if drawn is not None else "")
                           + (f"; {fitted_text} fitted on {model.n_val} pixels of {pixels.get('val_images')} "
-                             f"images, {_SPLIT_WORDS.get(model.split, model.split)}" if model.n_val else ""),
-                          markup=False)
+                             f"images, {_SPLIT_WORDS.get(model.split, model.split)}" if model.n_val and fitted_text
+                             else ""),
+                          markup=False, soft_wrap=True)
         else:
             console.print(f"  evaluated on {model.n_eval} rows" + (
                 f"; {fitted_text} fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
-                if model.n_val else ""))
+                if model.n_val and fitted_text else ""), soft_wrap=True)
         sections = metric_sections(model)
         # Many scores (--scores all) in a narrow terminal: several tables of the columns that fit.
         per_table = max(4, (console.width - 24) // 10)  # the default four always stay together
@@ -233,9 +278,10 @@ def render_table(result: EvaluationResult, console) -> None:
                          + ("; falls back to MSP, which is no worse on validation" if p["fallback"] else ""))
         notes += [REGISTRY[n].note(model.scores[n]) for n in score_names if n in REGISTRY and REGISTRY[n].note]
         for note in notes:
-            console.print(f"  {note}")
-        for warning in model.warnings:
-            console.print(f"  [yellow]warning:[/yellow] {warning}")
+            console.print(f"  {note}", soft_wrap=True)
+        if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)
+            console.print(f"  {len(model.warnings)} warning{'s' if len(model.warnings) > 1 else ''} about this "
+                          "model (on stderr)", soft_wrap=True)
         console.print()
 
 
@@ -281,8 +327,17 @@ _NOTES = {
 }
 
 
-def _leaderboard_note(columns) -> str:
-    return "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + ", " + ", ".join(note for column, note in _NOTES.items() if column in columns)
+def _leaderboard_note(columns, rows=()) -> str:
+    note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + ", " + \
+        ", ".join(note for column, note in _NOTES.items() if column in columns)
+    if "p" in columns and any(row.get("pnorm_fallback") for row in rows):
+        note += "; p (fb): pnorm fell back to MSP, no better on validation"
+    if any(row.get("warnings") for row in rows):
+        note += f"; {WARNING_MARKER}: the model has warnings, listed below"
+    return note
+
+
+WARNING_MARKER = "(!)"
 
 
 def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") -> list[dict[str, Any]]:
@@ -307,11 +362,13 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
             "top5_accuracy": model.top5_accuracy,
             **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
             "p": scores.get("pnorm", {}).get("p"),
+            "pnorm_fallback": scores["pnorm"].get("fallback") if "pnorm" in scores else None,
             "best_posthoc": best,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
             "pnorm_gain": aurc["msp"] - aurc["pnorm"] if "msp" in aurc and "pnorm" in aurc else None,
             "ece_msp": scores.get("msp", {}).get("ece"),
             "ece_temp": scores.get("temp", {}).get("ece"),
+            "warnings": list(model.warnings),
         })
     lower_is_better = LEADERBOARD_COLUMNS[sort_by][2]
 
@@ -334,6 +391,20 @@ def _cell(value, kind: str) -> str:
     return str(value)
 
 
+def _cells(row: dict[str, Any], columns) -> list[str]:
+    """A leaderboard row as text: ``p`` says ``(fb)`` when pnorm fell back to MSP; the model
+    name carries the warning marker when the model has warnings."""
+    cells = []
+    for column in columns:
+        text = _cell(row[column], LEADERBOARD_COLUMNS[column][1])
+        if column == "p" and row.get("pnorm_fallback"):
+            text += " (fb)"
+        if column == "model" and row.get("warnings"):
+            text += f" {WARNING_MARKER}"
+        cells.append(text)
+    return cells
+
+
 def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     """The leaderboard as a rich table (percent columns labelled)."""
     from rich.table import Table
@@ -343,15 +414,23 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     if console.width < 125:  # a narrow terminal: keep the columns the leaderboard is for, short headers
         columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
         headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
-    table = Table(show_edge=False, pad_edge=False, caption=_leaderboard_note(columns), caption_justify="left")
+    from rich.markup import escape
+
+    table = Table(show_edge=False, pad_edge=False)
+    name_width = max(14, console.width - 56)
     for column in columns:
         if column == "model":
-            table.add_column("model", overflow="ellipsis", no_wrap=True, max_width=max(14, console.width - 52))
+            table.add_column("model", no_wrap=True, max_width=name_width)
         else:
             table.add_column(headers[column], justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(*(_cell(row[c], LEADERBOARD_COLUMNS[c][1]) for c in columns))
+        cells = _cells(row, columns)
+        if "model" in columns and len(cells[0]) > name_width:  # cut the name, keep the warning marker
+            marker = f" {WARNING_MARKER}" if row.get("warnings") else ""
+            cells[0] = row["model"][:name_width - len(marker) - 1] + "…" + marker
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+    console.print(_leaderboard_note(columns, rows), soft_wrap=True, markup=False, highlight=False)
 
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
@@ -360,14 +439,24 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(LEADERBOARD_COLUMNS[c][0] for c in columns) + " |",
              "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join(_cell(row[c], LEADERBOARD_COLUMNS[c][1]) for c in columns) + " |")
-    return "\n".join(lines) + f"\n\n{_leaderboard_note(columns)}\n"
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(row, columns)) + " |")
+    warnings = [f"- {row['model']}: {text}".replace("|", "\\|") for row in rows for text in row.get("warnings", ())]
+    return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
+        "\n**Warnings**\n\n" + "\n".join(warnings) + "\n" if warnings else "")
 
 
 def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
-    """CSV with fractions at full precision (not percent), one row per model."""
+    """CSV with fractions at full precision (not percent), one row per model; ``pnorm_fallback``
+    (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings."""
     import polars as pl
 
-    frame = pl.DataFrame(rows, schema={c: (pl.Utf8 if LEADERBOARD_COLUMNS[c][1] == "text" else
-                                          pl.Int64 if c == "p" else pl.Float64) for c in LEADERBOARD_COLUMNS})
+    schema = {}
+    for column in LEADERBOARD_COLUMNS:
+        schema[column] = pl.Utf8 if LEADERBOARD_COLUMNS[column][1] == "text" else pl.Int64 if column == "p" \
+            else pl.Float64
+        if column == "p":
+            schema["pnorm_fallback"] = pl.Boolean
+    schema["warnings"] = pl.Int64
+    frame = pl.DataFrame([{**{c: row.get(c) for c in schema}, "warnings": len(row.get("warnings", ()))}
+                          for row in rows], schema=schema)
     return frame.write_csv()

@@ -215,7 +215,7 @@ def test_check_fails_on_a_model_made_worse_on_purpose(files, tmp_path):
     assert not failed & {"accuracy", "error"}  # same predictions: accuracy did not move
     aurc = next(r for r in report["rows"] if r["metric"] == "msp.aurc")
     assert aurc["ci_value"][0] > aurc["ci_reference"][1]
-    assert "**Failures**" in md.read_text() and "msp.aurc" in md.read_text()
+    assert "**Failures**" in md.read_text() and "msp AURC" in md.read_text()  # the names of the tables
     suite = ElementTree.parse(xml).getroot().find("testsuite")
     failures = [case for case in suite.findall("testcase") if case.find("failure") is not None]
     assert int(suite.get("failures")) == len(failures) == len(failed)
@@ -314,7 +314,7 @@ def test_compare_answers_is_b_worse_with_a_number(files, tmp_path):
     assert ElementTree.parse(xml).getroot().find("testsuite").get("failures") != "0"
     # The other way round, B's AURC is better.
     reverse = run("compare", files["worse"], files["good"], "--bootstrap", "200", "--metric", "aurc", "--markdown", "-")
-    assert reverse.exit_code == 0 and "better" in reverse.stdout and "msp.aurc" in reverse.stdout
+    assert reverse.exit_code == 0 and "better" in reverse.stdout and "msp AURC" in reverse.stdout
 
 
 def test_compare_aligns_rows_by_id(files, tmp_path):

@@ -1,0 +1,354 @@
+"""What selcal knows reaches the user, and the command line reads well in a terminal and in a CI log.
+
+1. Warnings about the data: stderr always (``-q``, ``--json -``, leaderboard, check, compare), one
+   line each, silenced only by ``--no-warnings``; in check's Markdown and JUnit.
+2. Help: ``-h`` everywhere, no ``<bool>``, defaults whole at 80 columns.
+3. Tables: nothing said about scores that were not evaluated, lines not cut at 80 columns in a
+   pipe, one set of metric names (report.METRIC_NAMES) in every table.
+4. The leaderboard's ``p`` column says when pnorm fell back to MSP (terminal, CSV, Markdown).
+5. JUnit read back with a JUnit parser: dotted model names, skipped rows with their reason.
+6. ``check`` shows the failed and close rows by default (``--all``: every row), in 100 columns.
+7. Hostile check input: deep JSON, metrics that are not numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+
+import selcal
+from selcal import checks
+from selcal.report import METRIC_NAMES, leaderboard, leaderboard_csv, leaderboard_markdown, metric_name, render_leaderboard
+
+from conftest import make_data
+
+WARNING_LINE = re.compile(r"^selcal: warning: [^:]+: .+$")
+
+
+def _small(dumps, name="small.npz", seed=3):
+    """A dump of 60 rows: the evaluation and validation rows are too few, two warnings."""
+    logits, labels = make_data(n=60, seed=seed)
+    return dumps.npz(name, logits, labels)
+
+
+def _stderr_warnings(result) -> list[str]:
+    lines = result.stderr.splitlines()
+    return [line for line in lines if line.startswith("selcal: warning:")]
+
+
+# ================================================================ 1. warnings reach the user
+@pytest.mark.parametrize("extra", [[], ["-q"], ["--json", "-"], ["--csv", "-"]])
+def test_warnings_go_to_stderr_whatever_the_output(cli, dumps, extra):
+    path = _small(dumps)
+    expected = selcal.evaluate(str(path)).models[0].warnings
+    assert expected, "the small dump must have warnings"
+    result = cli("evaluate", path, *extra)
+    assert result.exit_code == 0, result.stderr
+    warnings = _stderr_warnings(result)
+    assert warnings == [f"selcal: warning: small: {w}" for w in expected]
+    assert all(WARNING_LINE.match(line) for line in warnings)
+    assert "selcal: warning" not in result.stdout
+    if extra != ["--json", "-"]:
+        assert "only 48 evaluation rows" not in result.stdout
+    else:
+        assert json.loads(result.stdout)["models"][0]["warnings"] == expected
+
+
+def test_no_warnings_silences_them_but_the_json_keeps_them(cli, dumps):
+    path = _small(dumps)
+    result = cli("evaluate", path, "--json", "-", "--no-warnings")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert json.loads(result.stdout)["models"][0]["warnings"]
+
+
+def test_the_leaderboard_marks_the_models_with_warnings_and_lists_them(cli, dumps):
+    logits, labels = make_data(n=600, seed=4)
+    clean = dumps.npz("clean.npz", logits, labels)
+    small = _small(dumps)
+    result = cli("evaluate", clean, small, "--scores", "msp,max_logit")  # (no validation rows: clean has no warning)
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("clean", "small"))}
+    assert "(!)" in rows["small"] and "(!)" not in rows["clean"]
+    assert "(!): the model has warnings" in result.stdout
+    assert _stderr_warnings(result) and all(" small: " in line for line in _stderr_warnings(result))
+    markdown = cli("evaluate", clean, small, "--scores", "msp,max_logit", "--markdown", "-", "--no-warnings")
+    assert markdown.stderr == ""
+    assert "small (!)" in markdown.stdout and "**Warnings**" in markdown.stdout and "- small: only" in markdown.stdout
+
+
+def test_check_shows_and_writes_the_current_files_warnings(cli, dumps, tmp_path):
+    current = tmp_path / "current.json"
+    assert cli("evaluate", _small(dumps), "--json", current, "-q", "--no-warnings").exit_code == 0
+    expected = json.loads(current.read_text())["models"][0]["warnings"]
+    md, xml = tmp_path / "r.md", tmp_path / "r.xml"
+    result = cli("check", current, "--baseline", current, "--markdown", md, "--junit", xml)
+    assert result.exit_code == 0, result.stderr
+    assert _stderr_warnings(result) == [f"selcal: warning: small: {w}" for w in expected]
+    assert "Warnings about the data" in md.read_text() and "only 48 evaluation rows" in md.read_text()
+    from junitparser import JUnitXml
+
+    suite = next(iter(JUnitXml.fromfile(str(xml))))
+    assert [p.value for p in suite.properties() if p.name == "warning"] == [f"small: {w}" for w in expected]
+    from xml.etree import ElementTree
+
+    assert "only 48 evaluation rows" in ElementTree.parse(xml).getroot().find("testsuite").find("system-err").text
+    quiet = cli("check", current, "--baseline", current, "-q", "--no-warnings", "--markdown", md)
+    assert quiet.stderr == "" and "Warnings about the data" in md.read_text()
+
+
+def test_compare_shows_the_warnings_of_both_models(cli, dumps):
+    logits, labels = make_data(n=400, seed=6)
+    log_probabilities = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))  # a warning from the data
+    a, b = dumps.npz("a.npz", log_probabilities, labels), dumps.npz("b.npz", log_probabilities, labels)
+    result = cli("compare", a, b, "--bootstrap", "50", "-q")
+    assert result.exit_code == 0, result.stderr
+    names = {line.split(": ")[2] for line in _stderr_warnings(result)}
+    assert names == {"a", "b"}
+
+
+# ============================================================================= 2. help
+@pytest.mark.parametrize("command", [[], ["evaluate"], ["check"], ["compare"], ["dump"]])
+def test_dash_h_is_help_on_every_command(cli, command):
+    short, long = cli(*command, "-h"), cli(*command, "--help")
+    assert short.exit_code == 0 and short.stdout.startswith("Usage: ")
+    assert short.stdout == long.stdout
+
+
+@pytest.mark.parametrize("command", ["evaluate", "check", "compare", "dump"])
+def test_help_shows_no_bool_metavar_and_whole_defaults_at_80_columns(cli, command):
+    text = cli(command, "-h", env={"COLUMNS": "80", "TERM": "dumb"}).stdout
+    assert "<bool>" not in text and "…" not in text
+    options = text.split("Options:", 1)[1]
+    assert not re.search(r"<(bool|str|int|float|path|list\[)", options)  # a word for what an option takes
+    assert max(len(line) for line in text.splitlines()) <= 80
+    if command in ("evaluate", "compare"):
+        assert "msp,max_logit,pnorm,temp]" in text  # the default, whole
+        assert re.search(r"--no-center\s+Centre", text)  # the flag pair, with no type after it
+
+
+# =================================================================== 3. tables and names
+def _split_dump(dumps, name="split.parquet"):
+    logits, labels = make_data(n=400, seed=5)
+    split = np.where(np.arange(400) % 4 == 0, "val", "test")
+    return dumps.parquet(name, logits, labels, split=split)
+
+
+@pytest.mark.parametrize("scores, fitted", [("msp,max_logit", None), ("msp,temp", "temp"),
+                                            ("msp,max_logit,pnorm,temp", "pnorm and temp")])
+def test_the_table_speaks_only_of_the_scores_evaluated(cli, dumps, scores, fitted):
+    result = cli("evaluate", _split_dump(dumps), "--scores", scores)
+    assert result.exit_code == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "evaluated on" in line)
+    if fitted is None:
+        assert line == "  evaluated on 300 rows" and "pnorm" not in result.stdout and "temp" not in result.stdout
+    else:  # one whole line, even in a pipe of 80 columns
+        assert line == f"  evaluated on 300 rows; {fitted} fitted on 100 rows, the 'val' rows of the split column"
+
+
+def test_notes_are_not_wrapped_at_80_columns_in_a_pipe(cli, dumps):
+    result = cli("evaluate", _split_dump(dumps), "--bootstrap", "20", env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    pnorm = next(line for line in lines if line.startswith("  pnorm: p = "))
+    assert pnorm.endswith(")") or pnorm.endswith("validation")  # the whole note on one line
+    model_ci = next(line for line in lines if line.startswith("  model: accuracy (%)"))
+    assert "Brier" in model_ci
+
+
+def _first_column(text: str, after: str) -> list[str]:
+    block = text.split(after, 1)[1]
+    labels = []
+    for line in block.splitlines()[1:]:
+        if not re.search(r"[A-Za-z]", line):  # a rule between the header and the rows
+            continue
+        if "│" not in line and "┃" not in line:
+            if labels:
+                break
+            continue
+        labels.append(line.split("│")[0].split("┃")[0].strip())
+    return [label for label in labels if label and label != "metric" and not set(label) <= set("━─")]
+
+
+def test_one_set_of_metric_names_in_the_table_the_intervals_and_check(cli, dumps, tmp_path):
+    out = tmp_path / "r.json"
+    result = cli("evaluate", _split_dump(dumps), "--bootstrap", "20", "--json", out)
+    assert result.exit_code == 0, result.stderr
+    main = _first_column(result.stdout, "K = 4")
+    intervals = _first_column(result.stdout, "bootstrap intervals")
+    assert "AURC (%)" in main and "cov@risk 1% (%)" in main and "NLL" in main
+    assert set(intervals) <= set(main), set(intervals) - set(main)
+    report = cli("check", out, "--baseline", out, "--all", env={"COLUMNS": "200"})
+    names = {line.split("│")[0].strip() for line in report.stdout.splitlines() if "│" in line}
+    for key in ("aurc", "cov@0.01", "ece", "aece"):
+        assert f"msp {metric_name(key)}" in names
+        assert any(label.startswith(metric_name(key)) for label in main)
+    assert "msp AURC" in names and "accuracy" in names and "NLL" in names and "NLL" in main and "msp.aurc" not in report.stdout
+    assert set(METRIC_NAMES) >= {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll", "brier"}
+
+
+# ================================================================= 4. pnorm fell back to MSP
+@pytest.fixture(scope="module")
+def fallback_result():
+    models = []
+    for i in range(2):
+        logits, labels = make_data(n=800, seed=10 + i)
+        val_logits, val_labels = make_data(n=300, seed=20 + i)
+        models.append(selcal.evaluate_arrays(logits, labels, val_logits, val_labels, name=f"m{i}"))
+    models[0].scores["pnorm"]["fallback"] = True
+    models[1].scores["pnorm"]["fallback"] = False
+    return selcal.EvaluationResult(models=models, options=selcal.Options())
+
+
+def test_the_p_column_says_when_pnorm_fell_back(fallback_result):
+    from rich.console import Console
+
+    rows = leaderboard(fallback_result, "model")
+    p0, p1 = (fallback_result.models[i].scores["pnorm"]["p"] for i in range(2))
+    console = Console(width=160, record=True, file=io.StringIO())
+    render_leaderboard(rows, console)
+    text = console.export_text()
+    assert re.search(rf"^m0 .*│ +{p0} \(fb\) │", text, re.M) and not re.search(r"^m1 .*\(fb\)", text, re.M)
+    assert "p (fb): pnorm fell back to MSP" in text
+    markdown = leaderboard_markdown(rows)
+    assert f"| {p0} (fb) |" in markdown and f"| {p1} |" in markdown
+    parsed = {r["model"]: r for r in csv.DictReader(io.StringIO(leaderboard_csv(rows)))}
+    assert parsed["m0"]["pnorm_fallback"] == "true" and parsed["m1"]["pnorm_fallback"] == "false"
+    assert int(parsed["m0"]["p"]) == p0  # p stays a number
+    assert list(parsed["m0"]).index("pnorm_fallback") == list(parsed["m0"]).index("p") + 1
+
+
+# ====================================================================== 5. JUnit read back
+def _result(name, metrics, ci=None, *, bootstrap=True, warnings=()):
+    metrics = dict(metrics)
+    cece = metrics.pop("cece", None)
+    scores = {"msp": dict(metrics)}
+    if ci is not None:
+        scores["msp"]["ci"] = ci
+    out = {"schema": 1, "models": [{"name": name, "num_classes": 3, "n_eval": 1000, "split": "split-column",
+                                    "accuracy": 0.9, "error": 0.1, "cece": cece,
+                                    "scores": scores, "warnings": list(warnings)}]}
+    if bootstrap:
+        out["bootstrap"] = {"resamples": 100, "seed": 0, "confidence": 0.95, "refit": False}
+    return out
+
+
+def test_junit_survives_dotted_model_names_and_skips_what_it_cannot_judge():
+    from junitparser import Failure, JUnitXml, Skipped
+
+    base = _result("lspair_alpha0.1", {"aurc": 0.05, "auroc": 0.9, "cece": 0.010},
+                   {"aurc": [0.04, 0.06], "auroc": [0.88, 0.92]})
+    cur = _result("lspair_alpha0.1", {"aurc": 0.08, "auroc": None, "cece": 0.013},
+                  {"aurc": [0.07, 0.09], "auroc": None}, warnings=["only 57 evaluation rows"])
+    report = checks.check(cur, base)
+    xml = JUnitXml.fromstring(report.to_junit())
+    suites = list(xml) if not hasattr(xml, "classname") else [xml]
+    cases = {case.name: case for suite in suites for case in suite}
+    assert set(cases) == {"accuracy (model lspair_alpha0.1)", "error (model lspair_alpha0.1)",
+                          "cece (model lspair_alpha0.1)", "msp.aurc (model lspair_alpha0.1)",
+                          "msp.auroc (model lspair_alpha0.1)"}
+    for case in cases.values():
+        assert case.classname == "selcal.check.lspair_alpha0_1"  # one package 'selcal.check', one class
+    aurc, cece, auroc = (cases[f"{k} (model lspair_alpha0.1)"] for k in ("msp.aurc", "cece", "msp.auroc"))
+    assert isinstance(aurc.result[0], Failure)
+    assert cece.is_skipped and isinstance(cece.result[0], Skipped) and "no interval" in cece.result[0].message
+    assert auroc.is_skipped and "undefined" in auroc.result[0].message
+    assert cases["accuracy (model lspair_alpha0.1)"].is_passed
+    suite = suites[0]
+    assert (suite.tests, suite.failures, suite.skipped, suite.errors) == (5, 1, 2, 0)
+
+
+def test_junit_of_compare_has_dot_free_class_names(cli, dumps, tmp_path):
+    from junitparser import JUnitXml
+
+    logits, labels = make_data(n=400, seed=6)
+    a, b = dumps.npz("m.v1.npz", logits, labels), dumps.npz("m.v2.npz", logits, labels)
+    xml = tmp_path / "c.xml"
+    result = cli("compare", a, b, "--bootstrap", "30", "--junit", xml, "-q", "--metric", "aurc")
+    assert result.exit_code == 0, result.stderr
+    cases = [case for suite in JUnitXml.fromfile(str(xml)) for case in suite]
+    assert cases and all(case.classname.count(".") == 2 for case in cases)
+    assert all(case.name.endswith("(model m.v1 -> m.v2)") for case in cases)
+
+
+# ===================================================================== 6. check's terminal
+def test_is_close_by_hand():
+    row = checks.Row
+    # bounds: within 10% of |bound|
+    assert checks.is_close(row("m", "msp.aurc", "lower", "max", 0.10, 0.0905))
+    assert not checks.is_close(row("m", "msp.aurc", "lower", "max", 0.10, 0.0895))
+    assert checks.is_close(row("m", "accuracy", "higher", "min", 0.80, 0.879))
+    assert not checks.is_close(row("m", "accuracy", "higher", "min", 0.80, 0.881))
+    # baseline, no intervals: worse by more than 90% of the tolerance
+    assert checks.is_close(row("m", "msp.aurc", "lower", "baseline", 0.05, 0.0595, tolerance=0.01))
+    assert not checks.is_close(row("m", "msp.aurc", "lower", "baseline", 0.05, 0.0585, tolerance=0.01))
+    assert not checks.is_close(row("m", "msp.aurc", "lower", "baseline", 0.05, 0.05, tolerance=0.0))
+    # baseline with intervals: overlap at most 10% of the current interval's width
+    close = row("m", "msp.aurc", "lower", "baseline", 0.05, 0.07, ci_reference=[0.04, 0.06],
+                ci_value=[0.059, 0.081])
+    far = row("m", "msp.aurc", "lower", "baseline", 0.05, 0.07, ci_reference=[0.04, 0.06], ci_value=[0.05, 0.09])
+    assert checks.is_close(close) and not checks.is_close(far)
+    # compare: the interval of B - A barely reaches the better side of 0
+    assert checks.is_close(row("a -> b", "msp.auroc", "higher", "compare", 0.9, 0.89, ci_difference=[-0.02, 0.001]))
+    assert not checks.is_close(row("a -> b", "msp.auroc", "higher", "compare", 0.9, 0.89,
+                                   ci_difference=[-0.02, 0.01]))
+    # a failed row is not "close"
+    assert not checks.is_close(row("m", "msp.aurc", "lower", "max", 0.10, 0.2, failed=True))
+
+
+def test_check_shows_failed_and_close_rows_by_default_and_all_with_all(cli, tmp_path):
+    base = _result("m", {"aurc": 0.05, "auroc": 0.90, "ece": 0.03}, bootstrap=False)
+    cur = _result("m", {"aurc": 0.06, "auroc": 0.9001, "ece": 0.0309}, bootstrap=False)
+    b, c = tmp_path / "b.json", tmp_path / "c.json"
+    b.write_text(json.dumps(base))
+    c.write_text(json.dumps(cur))
+    args = ["check", c, "--baseline", b, "--tolerance", "aurc=0.005", "--tolerance", "ece=0.001"]
+    result = cli(*args)
+    assert result.exit_code == 1
+    shown = {line.split("│")[0].strip() for line in result.stdout.splitlines() if "│" in line}
+    assert shown == {"msp AURC", "msp ECE"}  # failed, close (0.0009 of 0.001); not AUROC, accuracy, error
+    assert "(close)" in result.stdout and "--all shows every metric" in result.stdout
+    every = cli(*args, "--all")
+    shown = {line.split("│")[0].strip() for line in every.stdout.splitlines() if "│" in line}
+    assert shown == {"msp AURC", "msp ECE", "msp AUROC", "accuracy", "error", "class-wise ECE"}
+    assert "--all shows" not in every.stdout
+
+
+def test_check_tables_fit_100_columns(cli, dumps, tmp_path):
+    out = tmp_path / "r.json"
+    assert cli("evaluate", _split_dump(dumps), "--bootstrap", "20", "--json", out, "-q").exit_code == 0
+    for extra in ([], ["--all"], ["--max", "msp.aurc=0.5"]):
+        result = cli("check", out, "--baseline", out, *extra)
+        table = [line for line in result.stdout.splitlines() if set(line) & set("│┃━")]
+        assert table or "0 close" in result.stdout
+        assert all(len(line) <= 100 for line in table), max(map(len, table))
+
+
+# ===================================================================== 7. hostile check input
+def test_check_refuses_json_nested_100000_levels_in_one_line(cli, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    result = cli("check", path, "--max", "aurc=1")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"selcal: error: {path}: JSON nested too deeply")
+
+
+@pytest.mark.parametrize("where, value", [("score", "low"), ("score", True), ("score", [0.1]), ("model", "0.9"),
+                                          ("model", {"x": 1})])
+def test_check_refuses_a_metric_that_is_not_a_number_or_null(cli, tmp_path, where, value):
+    data = _result("resnet", {"aurc": 0.05, "auroc": 0.9})
+    if where == "score":
+        data["models"][0]["scores"]["msp"]["aurc"] = value
+        key = "scores.msp.aurc"
+    else:
+        data["models"][0]["accuracy"] = value
+        key = "accuracy"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = cli("check", path, "--max", "aurc=1")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"selcal: error: {path}: model 'resnet', key '{key}': ")
+    assert "not a number or null" in result.stderr
