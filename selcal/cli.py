@@ -169,7 +169,8 @@ def evaluate(
             elif output is not None:
                 with atomic_write(output) as out:
                     out.write(render(board))
-        figure_notes = _write_figures(result, plots_dir, report_path, **figure_options)
+        figure_notes = _write_figures(result, plots_dir, report_path, **figure_options, run_settings={
+            "label_col": label_col, "logits_col": logits_col, "ignore_label": ignore_label, "group_col": group_col})
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
@@ -228,23 +229,29 @@ def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, 
     return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage}
 
 
-def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage) -> list[str]:
-    """--plots and --report: matplotlib is imported only here, when one of them is asked for."""
-    notes = []
+def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage, run_settings=None) -> list[str]:
+    """--plots and --report: matplotlib is imported only here, when one of them is asked for.
+
+    Returns the lines to print: each figure not drawn (``note: ...``, with the reason), then
+    what was written."""
+    skipped: list[str] = []
+    written = []
     figures = None
     if plots_dir is not None:
         from .plots import write_plots
 
         figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
-                              keep_data=report_path is not None and fmt in ("png", "svg"))
-        notes.append(f"{len(figures)} figures written to {plots_dir}")
+                              keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped)
+        written.append(f"{len(figures)} figures written to {plots_dir}")
     if report_path is not None:
         from .html_report import write_report
 
         write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
-                     ls_alpha=ls_alpha, at_coverage=at_coverage, plot_settings={"plot_format": fmt})
-        notes.append(f"report written to {report_path}")
-    return notes
+                     ls_alpha=ls_alpha, at_coverage=at_coverage,
+                     plot_settings={"plot_format": fmt, **(run_settings or {})},
+                     notes=skipped)
+        written.append(f"report written to {report_path}")
+    return [f"note: {line}" for line in dict.fromkeys(skipped)] + written
 
 
 @contextmanager

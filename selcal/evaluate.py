@@ -669,14 +669,25 @@ def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
     return out
 
 
+def logit_kind(rows: RowReduction) -> str:
+    """What the logit column seems to hold: ``"probabilities"`` (non-negative, rows sum to 1
+    on more than 99% of rows), ``"log-probabilities"`` (logsumexp = 0 on more than 99% of
+    rows) or ``"logits"``. In the first two the max logit is not a logit (plots skip vmax_msp)."""
+    if rows.looks_like_probabilities.mean() > 0.99:
+        return "probabilities"
+    if (np.abs(rows.max_logit - rows.log_msp) < 1e-4).mean() > 0.99:  # logsumexp(v) = 0
+        return "log-probabilities"
+    return "logits"
+
+
 def data_warnings(rows: RowReduction) -> list[str]:
     """Signs that the dump holds something other than logits and 0-based labels."""
     warnings = []
-    log_probability_rows = np.abs(rows.max_logit - rows.log_msp) < 1e-4  # logsumexp(v) = 0
-    if rows.looks_like_probabilities.mean() > 0.99:
+    kind = logit_kind(rows)
+    if kind == "probabilities":
         warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
                         "save logits, or log-probabilities, instead")
-    elif log_probability_rows.mean() > 0.99:
+    elif kind == "log-probabilities":
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
                         "msp and temp are right, but max_logit and pnorm are not meaningful")
     accuracy = rows.correct.mean()

@@ -10,8 +10,11 @@ Nothing is measured here: every number is read from the result.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import math
+import re
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +28,23 @@ __all__ = ["render_report", "write_report"]
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
 _WIDE_KINDS = ("reliability",)  # two panels side by side: a whole row of the figure grid
 
+# Figures are never shown below this share of their pixel width (at 150 dpi, 8.5 pt labels
+# stay about 9 px tall); a figure wider than its column at that scale scrolls inside its frame,
+# never the page.
+MIN_FIGURE_SCALE = 0.5
+# Options that change no number (CONVENTIONS.md, Options): left out of the settings table.
+_NOT_SETTINGS = ("chunk_rows", "workers")
+
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
        max-width: 1180px; padding: 1.2em 1.6em 3em; }
+h1, h2, h3, p, li, code { overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; max-width: 100%; }
+img { max-width: 100%; height: auto; }
+.frame { overflow-x: auto; }
+section.warnings { background: #fff8e6; border-left: 4px solid #e0a100; padding: 0.4em 1em; margin: 1em 0; }
+section.warnings ul { margin: 0.3em 0; padding-left: 1.2em; }
+td.default { color: #777; }
 h1 { font-size: 1.55em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 2.2em;
        border-bottom: 1px solid #ddd; padding-bottom: 0.2em; } h3 { font-size: 1.05em; margin-top: 1.6em; }
 p.meta, p.note { color: #555; margin: 0.3em 0; }
@@ -38,10 +55,10 @@ thead th { border-bottom: 2px solid #bbb; }
 tr.section td { border-top: 2px solid #bbb; }
 table.settings td { text-align: left; font-family: ui-monospace, monospace; font-size: 0.92em; }
 .warning { color: #8a5300; }
-.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 0 1.4em;
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(520px, 100%), 1fr)); gap: 0 1.4em;
             grid-auto-flow: dense; }
-figure { margin: 1em 0 1.6em; } figure.wide { grid-column: 1 / -1; max-width: 980px; }
-figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1em 0 1.6em; min-width: 0; } figure.wide { grid-column: 1 / -1; max-width: 980px; }
+figure img { border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.92em; }
 nav ul { columns: 2; } code { font-size: 0.95em; }
 """
@@ -62,7 +79,7 @@ def _anchor(name: str) -> str:
 
 
 def _metric_table(model) -> str:
-    out = ["<table class='metrics'><thead><tr><th>metric</th>"]
+    out = ["<div class='scroll'><table class='metrics'><thead><tr><th>metric</th>"]
     out += [f"<th>{_e(n)}</th>" for n in model.scores]
     out.append("</tr></thead><tbody>")
     for index, section in enumerate(metric_sections(model)):
@@ -70,7 +87,7 @@ def _metric_table(model) -> str:
             css = " class='section'" if index and row == 0 else ""
             out.append(f"<tr{css}><td>{_e(label)}</td>" + "".join(f"<td>{_format(v, kind)}</td>" for v in values)
                        + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -79,14 +96,15 @@ def _group_table(model) -> str:
     if not groups:
         return ""
     names = [n for n in model.scores if any(n in g.get("scores", {}) for g in groups.values())]
-    out = ["<h3>By group</h3><table class='groups'><thead><tr><th>group</th><th>rows</th><th>accuracy (%)</th>"]
+    out = ["<h3>By group</h3><div class='scroll'><table class='groups'><thead><tr><th>group</th><th>rows</th>"
+           "<th>accuracy (%)</th>"]
     out += [f"<th>AURC {_e(n)} (%)</th>" for n in names]
     out.append("</tr></thead><tbody>")
     for group, values in groups.items():
         cells = "".join(f"<td>{_format(values['scores'].get(n, {}).get('aurc'), 'pct')}</td>" for n in names)
         out.append(f"<tr><td>{_e(group)}</td><td>{values['n_eval']:,}</td>"
                    f"<td>{_format(values['accuracy'], 'pct')}</td>{cells}</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -104,6 +122,23 @@ def _notes(model) -> list[str]:
     return notes
 
 
+def image_width(data: bytes, fmt: str) -> int | None:
+    """Width in CSS pixels of a PNG (its pixel width) or an SVG (its ``width``; pt = 4/3 px).
+
+    >>> image_width(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0\\0\\0\\rIHDR" + (900).to_bytes(4, "big") + bytes(8), "png")
+    900
+    >>> image_width(b"<svg width='432pt' height='10pt'>", "svg")
+    576
+    """
+    if fmt == "png" and data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return struct.unpack(">I", data[16:20])[0]
+    if fmt == "svg":
+        match = re.search(rb"<svg[^>]*?\swidth=['\"]([0-9.]+)(pt|px)?['\"]", data[:4096])
+        if match:
+            return round(float(match.group(1)) * (4 / 3 if match.group(2) in (b"pt", None) else 1))
+    return None
+
+
 def _figure_html(figure) -> str:
     mime = _MIME.get(figure.format)
     if mime is None or not figure.data:
@@ -111,24 +146,68 @@ def _figure_html(figure) -> str:
     data = base64.b64encode(figure.data).decode("ascii")
     alt = f"{figure.kind} {figure.model or 'all models'}"
     wide = " class='wide'" if figure.kind in _WIDE_KINDS else ""
-    return (f"<figure{wide}><img alt='{_e(alt)}' src='data:{mime};base64,{data}'>"
+    width = image_width(figure.data, figure.format)
+    size = f" style='min-width:{math.ceil(MIN_FIGURE_SCALE * width)}px'" if width else ""
+    return (f"<figure{wide}><div class='frame'><img alt='{_e(alt)}'{size} src='data:{mime};base64,{data}'></div>"
             f"<figcaption>{_e(figure.caption)}</figcaption></figure>")
 
 
-def _settings_rows(result, plot_settings: dict[str, Any]) -> list[tuple[str, str]]:
-    options = result.to_dict().get("options", {})
-    rows = [("selcal", __version__)]
-    for key, value in options.items():
-        rows.append((key, ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)))
-    for key, value in plot_settings.items():
+def _setting(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def settings_rows(result, plot_settings: dict[str, Any] | None = None) -> list[tuple[str, str, str | None]]:
+    """(name, value, default or None) of every setting a number on the page depends on.
+
+    Every field of ``result.options`` but those that change no number (``chunk_rows``,
+    ``workers``), with the default beside a value that differs from it; the bootstrap
+    (resamples, seed, confidence, refit) when there are intervals; then ``plot_settings``
+    (the CLI's column and row options and the figure options), those left at None omitted.
+    """
+    rows: list[tuple[str, str, str | None]] = [("selcal", __version__, None)]
+    options = result.options
+    if options is not None and dataclasses.is_dataclass(options):
+        try:
+            defaults = type(options)()
+        except Exception:  # an Options without defaults: no default column
+            defaults = None
+        for field in dataclasses.fields(options):
+            if field.name in _NOT_SETTINGS:
+                continue
+            value = _setting(getattr(options, field.name))
+            default = None if defaults is None else _setting(getattr(defaults, field.name))
+            rows.append((field.name, value, default if default != value else None))
+    elif options is not None:
+        for key, value in result.to_dict().get("options", {}).items():
+            rows.append((key, _setting(value), None))
+    bootstrap = getattr(result, "bootstrap", None)
+    if bootstrap:
+        rows += [(f"bootstrap_{key}", _setting(value), None) for key, value in bootstrap.items()]
+    for key, value in (plot_settings or {}).items():
         if value is not None:
-            rows.append((key, str(value)))
+            rows.append((key, str(value), None))
     return rows
 
 
+def _warnings(result, notes: Sequence[str]) -> str:
+    items = [f"<li><a href='#{_anchor(m.name)}'>{_e(m.name)}</a>: {_e(w)}</li>"
+             for m in result.models for w in m.warnings]
+    items += [f"<li>figure {_e(n)}</li>" for n in notes]
+    if not items:
+        return ""
+    return ("<section class='warnings'><strong>Warnings</strong><ul>" + "".join(items) + "</ul></section>")
+
+
 def render_report(result, figures: Sequence | None = None, *, title: str = "selcal report",
-                  plot_settings: dict[str, Any] | None = None) -> str:
-    """The HTML text. ``figures``: :class:`selcal.plots.RenderedFigure` objects (PNG or SVG bytes)."""
+                  plot_settings: dict[str, Any] | None = None, notes: Sequence[str] = ()) -> str:
+    """The HTML text. ``figures``: :class:`selcal.plots.RenderedFigure` objects (PNG or SVG bytes);
+    ``notes``: figures not drawn, with the reason (:func:`selcal.plots.render_figures`).
+
+    Warnings (of every model, and the figure notes) come first, under the title; the summary
+    gives per model the accuracy, each score's AURC, and the ECE before (msp) and after
+    (temp) temperature scaling with T; the settings table ends the page."""
     figures = list(figures or [])
     plot_settings = dict(plot_settings or {})
     parts = [
@@ -137,21 +216,30 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         f"<p class='meta'>{len(result.models)} model{'s' if len(result.models) != 1 else ''}, evaluated by "
-        f"selcal {_e(__version__)}. Fractions are shown as percent; definitions follow CONVENTIONS.md.</p>",
+        f"selcal {_e(__version__)}. Fractions are shown as percent; definitions follow CONVENTIONS.md; "
+        "the settings are at the <a href='#settings'>end</a>.</p>",
+        _warnings(result, notes),
     ]
     # Summary across models.
-    parts.append("<h2>Summary</h2><table class='summary'><thead><tr><th>model</th><th>K</th><th>evaluated</th>"
-                 "<th>fitted on</th><th>accuracy (%)</th>")
+    parts.append("<h2>Summary</h2><div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
+                 "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>")
     score_names = [s for s in ("msp", "max_logit", "pnorm", "temp") if any(s in m.scores for m in result.models)]
     parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
-    parts.append("</tr></thead><tbody>")
+    ece = [(s, head) for s, head in (("msp", "ECE before T: msp (%)"), ("temp", "ECE after T: temp (%)"))
+           if s in score_names]
+    parts += [f"<th>{head}</th>" for _, head in ece]
+    with_t = "temp" in score_names
+    parts.append(("<th>T</th>" if with_t else "") + "</tr></thead><tbody>")
     for model in result.models:
         cells = "".join(f"<td>{_format(model.scores.get(s, {}).get('aurc'), 'pct')}</td>" for s in score_names)
+        cells += "".join(f"<td>{_format(model.scores.get(s, {}).get('ece'), 'pct')}</td>" for s, _ in ece)
+        if with_t:
+            cells += f"<td>{_format(model.scores.get('temp', {}).get('temperature'), 'num')}</td>"
         fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
         parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_e(model.name)}</a></td>"
                      f"<td>{model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"
                      f"<td>{_format(model.accuracy, 'pct')}</td>{cells}</tr>")
-    parts.append("</tbody></table>")
+    parts.append("</tbody></table></div>")
     shared = [f for f in figures if f.model is None]
     if shared:
         parts.append("<h2>Across models</h2>")
@@ -171,26 +259,36 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         own = [_figure_html(f) for f in figures if f.model == model.name]
         if own:
             parts.append("<div class='figures'>" + "".join(own) + "</div>")
-    parts.append("<h2>Settings</h2><table class='settings'><tbody>")
-    parts += [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in _settings_rows(result, plot_settings)]
-    parts.append("</tbody></table></body></html>\n")
+    parts.append("<h2 id='settings'>Settings</h2><div class='scroll'><table class='settings'><thead><tr>"
+                 "<th>setting</th><th>value</th><th>default, where it differs</th></tr></thead><tbody>")
+    parts += [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td><td class='default'>{'' if d is None else _e(d)}</td></tr>"
+              for k, v, d in settings_rows(result, plot_settings)]
+    parts.append("</tbody></table></div></body></html>\n")
     return "\n".join(p for p in parts if p)
 
 
 def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None, at_coverage: float = 0.1,
-                 title: str | None = None, plot_settings: dict[str, Any] | None = None) -> Path:
+                 title: str | None = None, plot_settings: dict[str, Any] | None = None,
+                 notes: list[str] | None = None) -> Path:
     """Write the page to ``path`` atomically.
 
     Without ``figures`` (or with figures in a format a browser cannot show inline, such as
     PDF) the figures are rendered here as PNG, with the same ``ls_alpha`` and ``at_coverage``.
+    ``notes``: the figures not drawn (shown at the top); when the figures are rendered here,
+    their notes are added to this list too, so that the caller can print them.
     """
     from . import plots
 
+    shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
-        figures = list(plots.render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage))
+        own: list[str] = []
+        figures = list(plots.render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own))
+        shown = own
+        if notes is not None:
+            notes.extend(n for n in own if n not in notes)
     settings = {"ls_alpha": ls_alpha, "at_coverage": at_coverage}
     settings.update(plot_settings or {})
-    text = render_report(result, figures, title=title or "selcal report", plot_settings=settings)
+    text = render_report(result, figures, title=title or "selcal report", plot_settings=settings, notes=shown)
     path = Path(path)
     with atomic_write(path, "wb") as out:
         out.write(text.encode("utf-8"))

@@ -19,6 +19,7 @@ half-written figure. matplotlib is imported only when a figure is drawn.
 
 from __future__ import annotations
 
+import functools
 import io as _io
 import math
 import re
@@ -57,6 +58,8 @@ __all__ = [
     "figure_vmax_msp_overlay",
     "figure_pnorm_search",
     "figure_errors_by_group",
+    "shown_groups",
+    "user_text",
     "render_figures",
     "write_plots",
 ]
@@ -66,7 +69,10 @@ FIGURE_KINDS = ("rc", "reliability", "vmax_msp", "pnorm_search")
 DEFAULT_MAX_POINTS = 4000
 DEFAULT_AT_COVERAGE = 0.1
 OVERLAY_LEGEND_MODELS = 8  # more models: overlay_rc names them in one shared legend
-OVERLAY_VMAX_MODELS = 6  # more models: no overlay_vmax_msp (the per-model files remain)
+OVERLAY_VMAX_MODELS = 6  # more models: overlay_vmax_msp_1, _2, ... of up to 6 models each
+# Longest user text, in characters, in a title, a legend entry and a tick label (see user_text).
+NAME_LIMITS = {"title": 70, "legend": 40, "tick": 28}
+MAX_GROUP_BARS = 10  # errors_by_group: more groups than this + 1 draw these and an "other" bar
 
 SCORE_LABELS = {
     "msp": "MSP",
@@ -381,9 +387,13 @@ def errors_at_coverage_by_group(curve, score, correct, groups, coverage: float =
     groups = np.asarray(groups)
     point = int(np.flatnonzero(curve.coverage >= coverage)[0])
     accepted = score >= curve.thresholds[point]
-    names = sorted(set(groups.tolist()))
-    by_group = {str(g): int(np.count_nonzero(accepted & ~correct & (groups == g))) for g in names}
-    accepted_by_group = {str(g): int(np.count_nonzero(accepted & (groups == g))) for g in names}
+    names, index = np.unique(groups, return_inverse=True)  # one pass, however many groups
+    index = index.reshape(-1)
+    errors = np.bincount(index[accepted & ~correct], minlength=names.size)
+    taken = np.bincount(index[accepted], minlength=names.size)
+    labels = [str(g) for g in names.tolist()]
+    by_group = dict(zip(labels, errors.tolist()))
+    accepted_by_group = dict(zip(labels, taken.tolist()))
     return GroupErrors(
         target_coverage=float(coverage),
         coverage=float(curve.coverage[point]),
@@ -412,7 +422,15 @@ _STYLE = {
     "svg.hashsalt": "selcal",
     "svg.fonttype": "path",
     "pdf.fonttype": 42,
+    "text.usetex": False,  # a user's matplotlibrc must not send model names through TeX
 }
+# Fonts that cover scripts DejaVu Sans lacks, used (in this order) when installed: matplotlib
+# falls back glyph by glyph through font.family. Characters no installed font has are drawn as
+# REPLACEMENT_CHARACTER (see user_text), so a file name in any script never warns.
+FALLBACK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "Noto Sans CJK KR",
+                  "Source Han Sans", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback",
+                  "Noto Sans", "Arial Unicode MS", "Microsoft YaHei", "PingFang SC", "Hiragino Sans")
+REPLACEMENT_CHARACTER = "\ufffd"
 
 
 def _mpl():
@@ -422,6 +440,65 @@ def _mpl():
     from matplotlib.figure import Figure
 
     return matplotlib, Figure, FigureCanvasAgg
+
+
+@functools.lru_cache(maxsize=1)
+def _fonts() -> tuple[tuple[str, ...], frozenset[int]]:
+    """The font.family chain (DejaVu Sans, then the installed FALLBACK_FONTS) and the code
+    points it covers. Only installed families are named, so font_manager never logs a miss."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    installed = {entry.name for entry in font_manager.fontManager.ttflist}
+    families = ("DejaVu Sans",) + tuple(f for f in FALLBACK_FONTS if f in installed)
+    covered: set[int] = set()
+    for family in families:
+        try:
+            path = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+            covered.update(FT2Font(path).get_charmap())
+        except (ValueError, OSError, RuntimeError):  # listed but unreadable: its glyphs count as missing
+            continue
+    return families, frozenset(covered)
+
+
+def _style() -> dict[str, Any]:
+    """:data:`_STYLE` with the font chain of this machine."""
+    return {**_STYLE, "font.family": list(_fonts()[0])}
+
+
+def user_text(text, limit: int | None = None) -> str:
+    r"""``text`` from the user (a model or file name, an id, a group value) as matplotlib draws it literally.
+
+    matplotlib treats a string with an even number of unescaped ``$`` as mathtext, where
+    ``_``, ``^`` and ``\`` are markup and a malformed formula raises while the figure is
+    saved. Every ``$`` is escaped here (matplotlib draws ``\$`` as ``$``), so user text is
+    never parsed, whatever else the label holds; labels that carry user text therefore hold
+    no mathtext of selcal's own. Characters that no font of the chain (:data:`FALLBACK_FONTS`)
+    can draw become :data:`REPLACEMENT_CHARACTER` instead of a missing-glyph warning.
+    With ``limit``, a longer text is cut in its middle to ``limit`` characters ("head…tail"),
+    so that a long name cannot squeeze the axes out of a figure (``NAME_LIMITS``).
+    Every drawing function of this module (and any figure added to it) passes model names,
+    group values and file names through this function.
+
+    Examples
+    --------
+    >>> user_text("a$b_c^d\\e")
+    'a\\$b_c^d\\e'
+    >>> user_text("\u6a21\u578b_\u03b2") == ("\u6a21\u578b" if 0x6a21 in _fonts()[1] else "\ufffd\ufffd") + "_\u03b2"
+    True
+    >>> user_text(3)
+    '3'
+    >>> user_text("resnet50_imagenet_seed0_final", limit=12)
+    'resne…_final'
+    """
+    text = str(text)
+    covered = _fonts()[1]
+    if covered:
+        text = "".join(c if ord(c) in covered or c == "\n" else REPLACEMENT_CHARACTER for c in text)
+    if limit is not None and len(text) > limit:
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text.replace("$", "\\$")
 
 
 def _new_figure(width: float, height: float):
@@ -477,23 +554,31 @@ def _set_risk_axis(ax, top: float) -> None:
     ax.set_ylim(-0.012 * top, top)
 
 
-def _legend_below(ax, ncol: int = 1):
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, handlelength=1.8,
+def _legend_below(ax, ncol: int = 1, handles=None):
+    """The axes' legend under the x label. Pass ``handles`` when a label carries user text:
+    matplotlib's automatic collection drops labels that start with "_", as a model name may."""
+    args = () if handles is None else (handles, [h.get_label() for h in handles])
+    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, handlelength=1.8,
               borderaxespad=0.0)
 
 
 def _draw_rc(ax, entries, error_rate_line=None):
-    """entries: (points, label, colour, linestyle). Axes in percent, legend below."""
+    """entries: (points, label, colour, linestyle). Axes in percent. Returns the curves and
+    then the error-rate line (if any), for the legend."""
+    handles = []
     for points, label, colour, style in entries:
         # Above the axis spine, so that a stretch of zero risk stays visible.
-        ax.plot(points.coverage, points.risk, color=colour, linestyle=style, linewidth=1.4, label=label, zorder=3)
+        handles += ax.plot(points.coverage, points.risk, color=colour, linestyle=style, linewidth=1.4, label=label,
+                           zorder=3)
     if error_rate_line is not None:
-        ax.axhline(100 * error_rate_line, color="0.45", linestyle=":", linewidth=1.0,
-                   label=f"error rate, no abstention ({100 * error_rate_line:.2f}%)")
+        handles.append(ax.axhline(100 * error_rate_line, color="0.45", linestyle=":", linewidth=1.0,
+                                  label=f"error rate, no abstention ({100 * error_rate_line:.2f}%)",
+                                  gid="error rate"))
     ax.set_xlim(0, 100)
     _set_risk_axis(ax, _rc_ylim([e[0] for e in entries], 100 * (error_rate_line or 0)))
     ax.set_xlabel("coverage (% of samples accepted)")
     ax.set_ylabel("risk (% errors among accepted)")
+    return handles
 
 
 def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
@@ -506,9 +591,9 @@ def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
          SCORE_COLOURS.get(name, "0.2"), SCORE_STYLES.get(name, "-"))
         for name, curve in model.curves.items()
     ]
-    _draw_rc(ax, entries, error_rate_line=model.error)
-    ax.set_title(f"{model.name}: risk–coverage\nerror {_pct(model.error)} on {model.n_eval:,} samples")
-    _legend_below(ax)
+    handles = _draw_rc(ax, entries, error_rate_line=model.error)
+    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: risk–coverage\nerror {_pct(model.error)} on {model.n_eval:,} samples")
+    _legend_below(ax, handles=handles)
     return figure
 
 
@@ -535,14 +620,15 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
                 continue
             points = rc_curve_points(model.curves[score], max_points)
             all_points.append(points)
-            label = (f"{model.name}{_score_detail(score, model)}: AURC {_pct(model.scores[score].get('aurc'))}, "
-                     f"error {_pct(model.error)}" if per_panel else model.name)
+            label = (f"{user_text(model.name, NAME_LIMITS['legend'])}{_score_detail(score, model)}: "
+                     f"AURC {_pct(model.scores[score].get('aurc'))}, error {_pct(model.error)}"
+                     if per_panel else user_text(model.name, NAME_LIMITS['legend']))
             entries.append((points, label, colour, "-"))
-        _draw_rc(ax, entries)
+        handles = _draw_rc(ax, entries)
         ax.set_title(SCORE_LABELS.get(score, score))
         ax.tick_params(labelbottom=True, labelleft=True)
         if per_panel:
-            _legend_below(ax)
+            _legend_below(ax, handles=handles)
     for ax in list(axes.flat)[len(scores):]:
         ax.set_visible(False)
     top = _rc_ylim(all_points, 100 * max(m.error for m in models))
@@ -551,9 +637,9 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
     if not per_panel:
         handles = {}
         for ax in axes.flat:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                if not label.startswith("error rate"):
-                    handles.setdefault(label, handle)
+            for handle in ax.lines:
+                if handle.get_gid() != "error rate":
+                    handles.setdefault(handle.get_label(), handle)
         figure.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=7.5)
     figure.suptitle("risk–coverage by score, one curve per model", fontsize=11)
     return figure
@@ -567,6 +653,27 @@ def _probability_scores(model) -> list[tuple[str, np.ndarray]]:
     if "temp" in model.scores and model.rows.temp_log_msp is not None:
         out.append(("temp", np.exp(model.rows.temp_log_msp)))
     return out
+
+
+# Over-confident: mean confidence above the bin's accuracy (the gap sits on the accuracy bar);
+# under-confident: below (the gap covers the top of the bar, up to the accuracy). Opaque, so
+# that the legend's swatch is the colour drawn.
+GAP_STYLES = {
+    "over": {"color": "#fcbba1", "edgecolor": "#cb181d", "hatch": "///",
+             "label": "gap, over-confident (confidence > accuracy)"},
+    "under": {"color": "#fee391", "edgecolor": "#b07800", "hatch": "\\\\\\",
+              "label": "gap, under-confident (confidence < accuracy)"},
+}
+
+
+def histogram_top(counts) -> float:
+    """Top of the log-scale histogram axis: the next power of ten above the largest bin.
+
+    >>> histogram_top([3, 9_000, 12]), histogram_top([10_000]), histogram_top([1])
+    (10000.0, 100000.0, 10.0)
+    """
+    largest = max(1.0, float(np.max(counts)))
+    return 10.0 ** (math.floor(math.log10(largest)) + 1)
 
 
 def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
@@ -585,10 +692,12 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         full = ~data.empty
         ax.bar(left[full], data.accuracy[full], width=width[full], align="edge", color="#9ecae1",
                edgecolor="#08519c", linewidth=0.8, label="accuracy in the bin")
-        low = np.minimum(data.accuracy, data.confidence)[full]
-        ax.bar(left[full], np.abs(data.gap[full]), bottom=low, width=width[full], align="edge",
-               color="#fb6a4a", alpha=0.45, edgecolor="#cb181d", linewidth=0.6, hatch="///",
-               label="gap to mean confidence")
+        low = np.minimum(data.accuracy, data.confidence)
+        for side, style in GAP_STYLES.items():
+            drawn = full & (np.sign(data.gap) == (1 if side == "over" else -1))
+            if drawn.any():  # a legend entry only for a kind of gap that is drawn
+                ax.bar(left[drawn], np.abs(data.gap[drawn]), bottom=low[drawn], width=width[drawn], align="edge",
+                       linewidth=0.6, **style)
         if data.empty.any():
             ax.bar(left[data.empty], np.ones(int(data.empty.sum())), width=width[data.empty], align="edge",
                    color="none", edgecolor="0.72", linewidth=0.4, hatch="..", label="empty bin (no samples)")
@@ -605,28 +714,66 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         hist.bar(left[full], data.count[full], width=width[full], align="edge", color="0.55", edgecolor="white",
                  linewidth=0.5)
         hist.set_yscale("log")
-        hist.set_ylim(0.7, data.n * 60)  # head room for the legend above the bars
+        hist.set_ylim(0.7, histogram_top(data.count))
         hist.axvline(data.overall_accuracy, color="#08519c", linestyle="--", linewidth=1.0,
                      label=f"accuracy {100 * data.overall_accuracy:.1f}%")
         hist.axvline(data.overall_confidence, color="#cb181d", linestyle=":", linewidth=1.2,
                      label=f"mean confidence {100 * data.overall_confidence:.1f}%")
         hist.set_xlabel("confidence (top-label probability)")
         hist.set_ylabel("samples (log)")
-        hist.legend(loc="upper left", fontsize=7.5)
+        hist.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, fontsize=7.5, borderaxespad=0.0)
     figure.legend(list(legend_entries.values()), list(legend_entries), loc="outside lower center",
-                  ncol=len(legend_entries))
-    figure.suptitle(f"{model.name}: reliability on {model.n_eval:,} samples", fontsize=11)
+                  ncol=2 if len(panels) == 1 else min(len(legend_entries), 3))
+    figure.suptitle(f"{user_text(model.name, NAME_LIMITS['title'])}: reliability on {model.n_eval:,} samples", fontsize=11)
     return figure
 
 
-def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None):
+def vmax_msp_skip_reason(model) -> str | None:
+    """Why ``vmax_msp`` is not drawn for ``model`` (None: it is drawn).
+
+    Not drawn without MSP or per-row values, and when the logit column holds probabilities
+    or log-probabilities (:func:`selcal.evaluate.logit_kind`, the rule of the table's
+    warning): the max logit is then the MSP or its log, so the two curves would only
+    redraw the MSP axis and the difference between them would be zero by construction.
+    """
+    if "msp" not in model.scores:
+        return None if model.rows is None else "msp was not evaluated"
+    if model.rows is None:
+        return "the result holds no per-row values"
+    from .evaluate import logit_kind
+
+    kind = logit_kind(model.rows)
+    if kind != "logits":
+        return (f"the logits look like {kind}, so the max logit is "
+                + ("the MSP" if kind == "probabilities" else "log MSP") + " and says nothing beyond it")
+    return None
+
+
+def _vmax_stats(model) -> SlidingWindowStats:
+    return sliding_window_stats(np.exp(model.rows.log_msp), model.rows.max_logit, model.rows.correct)
+
+
+def vmax_msp_limits(stats: Sequence[SlidingWindowStats]) -> tuple[float, float]:
+    """Shared y limits of the upper vmax_msp panels of an overlay: every mean ± std band of
+    every model, with a 5% margin."""
+    values = np.concatenate([np.asarray(s.mean + sign * s.std, dtype=np.float64)
+                             for st in stats for s in (st.correct, st.incorrect) for sign in (-1, 1)])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (-1.0, 1.0)
+    lo, hi = float(values.min()), float(values.max())
+    margin = 0.05 * (hi - lo) or 0.5
+    return (lo - margin, hi + margin)
+
+
+def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None, stats: SlidingWindowStats | None = None):
     """Mean ± std of v_max per MSP window (top) and the difference of the means (bottom).
 
     Returns the legend entries ((handle, label): one per subset, then the ceiling line) and
     the ceiling line (or None).
     """
     msp = np.exp(model.rows.log_msp)
-    stats = sliding_window_stats(msp, model.rows.max_logit, model.rows.correct)
+    stats = stats if stats is not None else _vmax_stats(model)
     x = stats.centre
     entries = []
     for series, colour, label in ((stats.correct, CORRECT_COLOUR, "correct ✓"),
@@ -649,8 +796,8 @@ def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None):
                                 f"{100 * c.share_above:.1f}% of samples have a higher MSP{above}")
         diff_ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0)
     ax.tick_params(labelbottom=False)
-    ax.set_ylabel("max logit $v_{max}$ (mean ± std)")
-    diff_ax.set_ylabel("✗ − ✓ means")
+    ax.set_ylabel("max logit $v_{max}$ (logit units; mean ± std)")
+    diff_ax.set_ylabel("✗ − ✓ mean $v_{max}$\n(logit units)")
     diff_ax.set_xlabel("MSP (window centre; 0.05 wide, step 0.01)")
     if line is not None:
         entries.append((line, line.get_label()))
@@ -664,34 +811,50 @@ def figure_vmax_msp(model, ls_alpha: float | None = None):
     ax = figure.add_subplot(grid[0])
     diff_ax = figure.add_subplot(grid[1], sharex=ax)
     entries, _ = _draw_vmax_msp(ax, diff_ax, model, ls_alpha)
-    ax.set_title(f"{model.name}: max logit given MSP\n(windows with < 10 samples skipped)")
+    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: max logit given MSP\n(windows with < 10 samples skipped)")
     figure.legend([h for h, _ in entries], [lab for _, lab in entries], loc="outside lower center", ncol=1)
     return figure
 
 
-def figure_vmax_msp_overlay(models, ls_alphas: Sequence[float | None] | None = None):
-    """The vmax_msp panels of several models side by side (same MSP axis)."""
+def figure_vmax_msp_overlay(models, ls_alphas: Sequence[float | None] | None = None, *,
+                            limits: tuple[float, float] | None = None, page: tuple[int, int] | None = None):
+    """The vmax_msp panels of several models side by side (same MSP axis).
+
+    Every upper panel has the same y limits, so that the levels of v_max can be compared
+    across models (an LS model's logits are much smaller): ``limits`` (from
+    :func:`vmax_msp_limits`) extends this across the several figures that
+    :func:`render_figures` draws for more than ``OVERLAY_VMAX_MODELS`` models; by default,
+    the limits of ``models``. The difference panels beneath keep each its own scale (a
+    difference of 0.2 next to one of 5 would otherwise be a flat line; what they show is
+    its sign), and the title says so. ``page``: (this figure, of how many), named in the title.
+    """
     ls_alphas = list(ls_alphas) if ls_alphas is not None else [None] * len(models)
+    stats = [_vmax_stats(m) for m in models]
+    top_limits = limits if limits is not None else vmax_msp_limits(stats)
     columns = min(len(models), 3)
     rows = math.ceil(len(models) / columns)
     figure = _new_figure(4.9 * columns, 6.2 * rows)
     grid = figure.add_gridspec(2 * rows, columns, height_ratios=[3.0, 1.0] * rows)
     shared = {}
     first = None
-    for index, (model, alpha) in enumerate(zip(models, ls_alphas)):
+    for index, (model, alpha, model_stats) in enumerate(zip(models, ls_alphas, stats)):
         row, column = divmod(index, columns)
         ax = figure.add_subplot(grid[2 * row, column], sharex=first)
         first = first or ax
         diff_ax = figure.add_subplot(grid[2 * row + 1, column], sharex=first)
-        entries, ceiling = _draw_vmax_msp(ax, diff_ax, model, alpha)
-        ax.set_title(model.name)
+        entries, ceiling = _draw_vmax_msp(ax, diff_ax, model, alpha, model_stats)
+        ax.set_ylim(*top_limits)
+        ax.set_title(user_text(model.name, NAME_LIMITS["legend"]))
         for handle, label in entries:
             if handle is not ceiling:
                 shared.setdefault(label, handle)
         if ceiling is not None:
             diff_ax.legend([ceiling], [ceiling.get_label()], loc="upper center", bbox_to_anchor=(0.5, -0.42))
     figure.legend(list(shared.values()), list(shared), loc="outside lower center", ncol=2)
-    figure.suptitle("max logit given MSP, correct vs incorrect (mean ± std in a sliding window)", fontsize=11)
+    scope = "" if page is None or page[1] == 1 else f" of all {page[1]} figures"
+    part = "" if page is None or page[1] == 1 else f" ({page[0]} of {page[1]})"
+    figure.suptitle(f"max logit given MSP, correct vs incorrect (mean ± std in a sliding window){part}\n"
+                    f"upper panels{scope}: same y axis; difference panels: each its own y scale", fontsize=11)
     return figure
 
 
@@ -717,23 +880,60 @@ def figure_pnorm_search(model):
     ax.set_xticks(data.p)
     ax.set_xlabel("p of the p-norm")
     ax.set_ylabel(f"validation {name} (%)")
-    ax.set_title(f"{model.name}: choice of p on {model.n_val:,} validation samples\n(lower is better)")
+    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: choice of p on {model.n_val:,} validation samples\n(lower is better)")
     _legend_below(ax)
     return figure
 
 
+def shown_groups(stacks: Sequence[GroupErrors], limit: int = MAX_GROUP_BARS) -> tuple[list[str], list[str]]:
+    """The groups drawn one by one in ``errors_by_group``, and those merged into one "other" bar.
+
+    Up to ``limit + 1`` groups every group is drawn. Beyond, the ``limit`` groups with the
+    most errors over all the bars of the figure (every model and score: the groups that
+    hold the errors the figure is about) are drawn, ties broken by the number of accepted
+    rows and then by name; the rest is summed into "other". Drawn groups keep name order.
+
+    Examples
+    --------
+    >>> g = GroupErrors(0.1, 0.1, 9, 6, {"a": 1, "b": 3, "c": 0, "d": 2}, {"a": 2, "b": 3, "c": 2, "d": 2})
+    >>> shown_groups([g], limit=2)
+    (['b', 'd'], ['a', 'c'])
+    >>> shown_groups([g], limit=3)
+    (['a', 'b', 'c', 'd'], [])
+    """
+    errors: dict[str, int] = {}
+    taken: dict[str, int] = {}
+    for stack in stacks:
+        for group, count in stack.groups.items():
+            errors[group] = errors.get(group, 0) + count
+            taken[group] = taken.get(group, 0) + stack.accepted_by_group.get(group, 0)
+    names = sorted(errors)
+    if len(names) <= limit + 1:
+        return names, []
+    ranked = sorted(names, key=lambda g: (-errors[g], -taken[g], g))
+    top = set(ranked[:limit])
+    return [g for g in names if g in top], [g for g in names if g not in top]
+
+
 def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores: Sequence[str] | None = None):
-    """Errors accepted at a coverage, stacked by group, one bar per model and a panel per score."""
+    """Errors accepted at a coverage, stacked by group, one bar per model and a panel per score.
+
+    With more than ``MAX_GROUP_BARS + 1`` groups, the groups of :func:`shown_groups` are
+    drawn and the rest is one grey "other (N groups)" bar on top of each stack.
+    """
     models = [m for m in models if m.groups is not None]
     if not models:
         return None
     if scores is None:
         scores = [s for s in SCORE_LABELS if all(s in m.curves for m in models)]
     scores = list(scores)
-    group_names = sorted({str(g) for m in models for g in set(m.groups.tolist())})
+    stacks = {score: [errors_at_coverage_by_group(m.curves[score], m.score_values[score], m.rows.correct, m.groups,
+                                                  coverage) for m in models] for score in scores}
+    group_names, others = shown_groups([s for per_score in stacks.values() for s in per_score])
     matplotlib, _, _ = _mpl()
-    cmap = matplotlib.colormaps["Set2"]
-    colours = {g: cmap(i % 8) for i, g in enumerate(group_names)}
+    cmap = matplotlib.colormaps["Set2" if len(group_names) <= 8 else "tab10"]
+    colours = {g: cmap(i % cmap.N) for i, g in enumerate(group_names)}
+    other_label = f"other ({len(others):,} groups)"
     many = len(models) > 8
     width = min(max(3.2, 0.9 + 0.55 * len(models)), 8.0)
     columns = len(scores) if width * len(scores) <= 16 else max(1, int(16 // width))
@@ -743,27 +943,33 @@ def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores
     for ax in axes[len(scores):]:
         ax.set_visible(False)
     axes = axes[:len(scores)]
+    legend: dict[str, Any] = {}
     for ax, score in zip(axes, scores):
-        stacks = [errors_at_coverage_by_group(m.curves[score], m.score_values[score], m.rows.correct, m.groups,
-                                              coverage) for m in models]
         x = np.arange(len(models))
         bottom = np.zeros(len(models))
-        for group in group_names:
-            heights = np.array([s.groups.get(group, 0) for s in stacks], dtype=np.float64)
-            ax.bar(x, heights, bottom=bottom, color=colours[group], edgecolor="white", linewidth=0.6,
-                   label=group if ax is axes[0] else None)
+        layers = [(user_text(g, NAME_LIMITS["legend"]), colours[g], [s.groups.get(g, 0) for s in stacks[score]]) for g in group_names]
+        if others:
+            layers.append((other_label, "0.72",
+                           [sum(s.groups.get(g, 0) for g in others) for s in stacks[score]]))
+        for label, colour, counts in layers:
+            heights = np.array(counts, dtype=np.float64)
+            bars = ax.bar(x, heights, bottom=bottom, color=colour, edgecolor="white", linewidth=0.6, label=label)
+            legend.setdefault(label, bars)
             bottom += heights
-        for xi, s in zip(x, stacks):
+        for xi, s in zip(x, stacks[score]):
             ax.annotate(f"{s.errors}" if many else f"{s.errors} of {s.accepted}", (xi, s.errors), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=6.5 if many else 7.5)
-        ax.set_xticks(x, [m.name for m in models], rotation=90 if many else (30 if len(models) > 2 else 0),
+        ax.set_xticks(x, [user_text(m.name, NAME_LIMITS["tick"]) for m in models], rotation=90 if many else (30 if len(models) > 2 else 0),
                       ha="center" if many or len(models) <= 2 else "right", fontsize=7 if many else None)
         ax.set_title(SCORE_LABELS.get(score, score))
         ax.grid(axis="x", visible=False)
     axes[0].set_ylabel(f"errors among the accepted at {100 * coverage:g}% coverage")
     top = max(1.0, max(ax.get_ylim()[1] for ax in axes))
     axes[0].set_ylim(0, top * 1.1)
-    figure.legend(loc="outside lower center", ncol=min(len(group_names), 6), title="group")
+    title = "group" if not others else f"group ({MAX_GROUP_BARS} with the most errors drawn; the rest as other)"
+    # Explicit handles and labels: automatic collection would drop a group named "_x".
+    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 6),
+                  title=title)
     figure.suptitle(f"errors accepted at {100 * coverage:g}% coverage, by group (label: errors"
                     + ("" if many else " of accepted") + ")", fontsize=11)
     return figure
@@ -821,16 +1027,37 @@ def _validate(fmt: str, ls_alpha, at_coverage: float, n_models: int) -> list:
     return alphas
 
 
+def overlay_pages(count: int, per_page: int = OVERLAY_VMAX_MODELS) -> list[range]:
+    """Models 0..count-1 cut into the fewest figures of at most ``per_page``, as even as can be.
+
+    >>> overlay_pages(7)
+    [range(0, 4), range(4, 7)]
+    >>> overlay_pages(6)
+    [range(0, 6)]
+    """
+    pages = max(1, math.ceil(count / per_page))
+    size = math.ceil(count / pages)
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
 def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
-                   max_points: int | None = DEFAULT_MAX_POINTS) -> Iterator[RenderedFigure]:
+                   max_points: int | None = DEFAULT_MAX_POINTS, notes: list[str] | None = None
+                   ) -> Iterator[RenderedFigure]:
     """Every figure of ``result``, one at a time (each figure is released once rendered).
 
     Per model: ``rc``, ``reliability`` (if msp or temp was evaluated), ``vmax_msp`` (if
-    msp was), ``pnorm_search`` (if pnorm was). Across models, when there are several:
-    ``overlay_rc`` and ``overlay_vmax_msp``; when rows have groups: ``errors_by_group``.
-    ``ls_alpha``: one label-smoothing level for every model, or one per model (None or 0
-    for none), drawn as the target ceiling on ``vmax_msp``.
+    msp was and :func:`vmax_msp_skip_reason` allows), ``pnorm_search`` (if pnorm was).
+    Across models, when there are several: ``overlay_rc`` and ``overlay_vmax_msp`` (for
+    more than ``OVERLAY_VMAX_MODELS`` models, several figures ``overlay_vmax_msp_1``,
+    ``_2``, ... of :func:`overlay_pages` sharing their y axes); when rows have groups:
+    ``errors_by_group``. ``ls_alpha``: one label-smoothing level for every model, or one
+    per model (None or 0 for none), drawn as the target ceiling on ``vmax_msp``.
+
+    ``notes``: a list that receives one line per figure that was asked for but is not
+    drawn, or that leaves a model out, with the reason (``selcal evaluate`` prints them
+    as ``selcal: note: ...``). Nothing is skipped silently.
     """
+    notes = notes if notes is not None else []
     models = list(result.models)
     alphas = _validate(fmt, ls_alpha, at_coverage, len(models))
     bins = getattr(result.options, "bins", calibration.DEFAULT_BINS) if result.options is not None else \
@@ -845,23 +1072,42 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
         used.add(stem)
         return stem
 
-    def build(kind, model_name, caption, make):
-        with matplotlib.rc_context(_STYLE):
+    def build(kind, model_name, caption, make, base=None):
+        with matplotlib.rc_context(_style()):
             figure = make()
             if figure is None:
                 return None
             data = _render(figure, fmt)
-        base = f"{_safe(model_name)}_{kind}" if model_name is not None else kind
+        base = base or (f"{_safe(model_name)}_{kind}" if model_name is not None else kind)
         return RenderedFigure(stem=stem_for(base), kind=kind, model=model_name, caption=caption, format=fmt, data=data)
 
+    vmax_reasons = [vmax_msp_skip_reason(m) for m in models]
     if len(models) > 1:
         jobs = [
             ("overlay_rc", None, "Risk–coverage of every model, one panel per score.",
              lambda: figure_rc_overlay(models, max_points=max_points)),
         ]
-        if len(models) <= OVERLAY_VMAX_MODELS and all("msp" in m.scores and m.rows is not None for m in models):
-            jobs.append(("overlay_vmax_msp", None, "Max logit given MSP, correct vs incorrect, per model.",
-                         lambda: figure_vmax_msp_overlay(models, alphas)))
+        drawn = [i for i, reason in enumerate(vmax_reasons) if reason is None]
+        left_out = [f"{m.name} ({reason})" for m, reason in zip(models, vmax_reasons)
+                    if reason is not None and "msp" in m.scores]
+        if len(drawn) >= 2:
+            if left_out:
+                notes.append(f"overlay_vmax_msp leaves out {'; '.join(left_out)}")
+            pages = overlay_pages(len(drawn))
+            limits = vmax_msp_limits([_vmax_stats(models[i]) for i in drawn]) if len(pages) > 1 else None
+            for number, page in enumerate(pages, 1):
+                chosen = [drawn[i] for i in page]
+                which = "" if len(pages) == 1 else \
+                    f" Models {page.start + 1}–{page.stop} of {len(drawn)}; upper panels share their y axis " \
+                    f"across all {len(pages)} figures."
+                jobs.append(("overlay_vmax_msp", None,
+                             "Max logit given MSP, correct vs incorrect, per model." + which,
+                             lambda c=chosen, n=number: figure_vmax_msp_overlay(
+                                 [models[i] for i in c], [alphas[i] for i in c], limits=limits,
+                                 page=(n, len(pages))),
+                             "overlay_vmax_msp" if len(pages) == 1 else f"overlay_vmax_msp_{number}"))
+        elif left_out:
+            notes.append(f"overlay_vmax_msp not drawn: fewer than two models can be drawn; {'; '.join(left_out)}")
         for job in jobs:
             rendered = build(*job)
             if rendered is not None:
@@ -872,15 +1118,21 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
                          lambda: figure_errors_by_group(models, at_coverage))
         if rendered is not None:
             yield rendered
-    for model, alpha in zip(models, alphas):
+    for model, alpha, vmax_reason in zip(models, alphas, vmax_reasons):
         jobs = [("rc", "Risk–coverage, one curve per score.", lambda m=model: figure_rc(m, max_points=max_points))]
         has_rows = model.rows is not None
-        if has_rows and ("msp" in model.scores or "temp" in model.scores):
-            jobs.append(("reliability", "Reliability diagram and confidence histogram.",
-                         lambda m=model: figure_reliability(m, bins)))
-        if has_rows and "msp" in model.scores:
-            jobs.append(("vmax_msp", "Max logit given MSP for correct and incorrect predictions.",
-                         lambda m=model, a=alpha: figure_vmax_msp(m, a)))
+        if "msp" in model.scores or "temp" in model.scores:
+            if has_rows:
+                jobs.append(("reliability", "Reliability diagram and confidence histogram.",
+                             lambda m=model: figure_reliability(m, bins)))
+            else:
+                notes.append(f"{_safe(model.name)}_reliability not drawn: the result holds no per-row values")
+        if "msp" in model.scores:
+            if vmax_reason is None:
+                jobs.append(("vmax_msp", "Max logit given MSP for correct and incorrect predictions.",
+                             lambda m=model, a=alpha: figure_vmax_msp(m, a)))
+            else:
+                notes.append(f"{_safe(model.name)}_vmax_msp not drawn: {vmax_reason}")
         if "pnorm" in model.scores:
             jobs.append(("pnorm_search", "Validation objective of every p; MSP as a line.",
                          lambda m=model: figure_pnorm_search(m)))
@@ -888,14 +1140,19 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
             rendered = build(kind, model.name, caption, make)
             if rendered is not None:
                 yield rendered
+            elif kind == "pnorm_search":
+                notes.append(f"{_safe(model.name)}_pnorm_search not drawn: the result holds no validation "
+                             "objective per p (p-norm was not fitted on validation rows)")
 
 
 def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
-                max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False) -> list[RenderedFigure]:
+                max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False,
+                notes: list[str] | None = None) -> list[RenderedFigure]:
     """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
 
     Each file is written atomically. Returns the figures with their ``path``; their bytes
     are kept only with ``keep_data`` (e.g. to embed them in an HTML report as well).
+    ``notes`` receives the figures not drawn, with the reason (see :func:`render_figures`).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -906,7 +1163,8 @@ def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage:
     except OSError as exc:
         raise SelcalError(f"{folder}: cannot create the plot folder ({exc.strerror or exc})") from None
     written = []
-    for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points):
+    for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points,
+                                   notes=notes):
         path = folder / f"{rendered.stem}.{fmt}"
         with atomic_write(path, "wb") as out:
             out.write(rendered.data)

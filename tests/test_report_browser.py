@@ -1,0 +1,104 @@
+"""The HTML report in a real browser: headless Chromium at 800 and 1400 px wide.
+
+A copy of the report gets a script that, once the page has loaded, writes into the DOM
+the page's scroll width, the viewport width, how many images loaded (``complete`` with a
+natural width) and the scale each image is shown at; Chromium's ``--dump-dom`` returns
+that DOM. Asserted: no horizontal scrolling of the page, every figure loaded, and no
+figure shown below ``MIN_FIGURE_SCALE`` of its pixel width (legible).
+
+Skipped when no Chromium is installed, except under ``SELCAL_REQUIRE_CHROMIUM=1``
+(``.ci/run`` installs Debian's ``chromium`` and sets it), where a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import selcal
+from selcal import html_report
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--virtual-time-budget=20000")
+
+MEASURE = """<script>
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+             images: images.length,
+             loaded: images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length,
+             scales: images.map(function (i) { return i.getBoundingClientRect().width / i.naturalWidth; })};
+  var pre = document.createElement("pre");
+  pre.id = "measure";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def browser() -> str | None:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("SELCAL_REQUIRE_CHROMIUM") == "1":
+        pytest.fail("SELCAL_REQUIRE_CHROMIUM=1 but no chromium on PATH (.ci/run installs Debian's chromium)")
+    pytest.skip("no chromium on PATH (apt-get install chromium)")
+
+
+def run_browser(executable: str, page: Path, width: int, *extra: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="selcal-chromium-") as profile:
+        done = subprocess.run([executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},2000",
+                               *extra, page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def hostile_result():
+    """Two models with long unbreakable names and paths, groups, every score: the widest page."""
+    models = []
+    for seed, name in ((1, "resnet50_" * 14 + "baseline"), (2, "vit_" * 20 + "ls0.1")):
+        rng = np.random.default_rng(seed)
+        labels = rng.integers(0, 6, size=1500)
+        logits = rng.normal(size=(1500, 6))
+        logits[np.arange(1500), labels] += 2.0
+        groups = np.where(rng.random(1500) < 0.3, "sketch_" * 10, "photo")
+        models.append(selcal.evaluate_arrays(logits[300:], labels[300:], logits[:300], labels[:300], name=name,
+                                             path="/data/" + "very_long_directory_name/" * 12 + name + ".parquet",
+                                             split="holdout", groups=groups[300:]))
+    return selcal.EvaluationResult(models=models, options=selcal.Options(bins=12))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("browser")
+    path = html_report.write_report(hostile_result(), folder / "report.html", ls_alpha=[0.0, 0.1])
+    text = path.read_text(encoding="utf-8")
+    measured = folder / "measured.html"
+    measured.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    return measured, len(re.findall(r"<img ", text))
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_report_fits_the_window_and_every_figure_loads(report, width):
+    executable = browser()
+    page, n_images = report
+    dom = run_browser(executable, page, width, "--dump-dom")
+    match = re.search(r'<pre id="measure">(.*?)</pre>', dom, re.S)
+    assert match, dom[-2000:]
+    measure = json.loads(match.group(1).replace("&quot;", '"'))
+    assert measure["innerWidth"] == width
+    assert measure["scrollWidth"] <= measure["innerWidth"], measure  # no sideways scrolling of the page
+    assert measure["images"] == n_images and n_images >= 10
+    assert measure["loaded"] == n_images  # every figure decoded
+    assert min(measure["scales"]) >= html_report.MIN_FIGURE_SCALE - 0.01, measure["scales"]
