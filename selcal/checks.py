@@ -777,7 +777,7 @@ def _evaluation_pair(a, b, val_a, val_b, options):
     return fit_a, eval_a, fit_b, eval_b.subset(_align(eval_a, eval_b)), rule_a
 
 
-def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str = "label",
+def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str | None = None,
                   logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
                   seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
                   only: Sequence[Spec] = ()) -> Report:
@@ -820,7 +820,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
 
 # ------------------------------------------------------------------------ refit data
-def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str = "label",
+def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str | None = None,
                logits_col: str | None = None, ignore_label: int | None = None) -> list:
     """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
 

@@ -19,6 +19,7 @@ import numpy as np
 from . import calibration, posthoc, scores, selective
 from .errors import OptionError, SelcalError
 from .io import Dump, DumpSource, expand_binary, open_dump
+from .io.base import nothing_left_message
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask", "ModelJob", "evaluate_model",
@@ -699,7 +700,9 @@ def data_warnings(rows: RowReduction) -> list[str]:
 
 
 def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=None) -> None:
-    """Refuse duplicate ids within a file, and ids shared by a TEST file and its --val file."""
+    """Refuse duplicate ids within a file. Ids are unique within a file only: a --val file may
+    reuse its TEST file's ids (both often hold row numbers 0 .. N-1); a real leak is found by
+    content instead (:func:`count_shared_rows`)."""
     for path, ids in ((test_path, test_ids), (val_path, val_ids)):
         if ids is not None:
             unique, counts = np.unique(ids, return_counts=True)
@@ -708,12 +711,36 @@ def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=Non
                 rows = np.flatnonzero(ids == duplicate)[:2].tolist()
                 raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row "
                                   f"{rows[0]}; every row needs its own id")
-    if test_ids is not None and val_ids is not None:
-        shared = np.intersect1d(test_ids, val_ids)
-        if shared.size:
-            row = int(np.flatnonzero(val_ids == shared[0])[0])
-            raise SelcalError(f"{val_path}: column 'id', row {row}: id {str(shared[0])!r} is also in {test_path}; "
-                              "validation rows must not be evaluation rows")
+
+
+_LEAK_SEED = 0
+
+
+def content_hashes(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's content (logits and label), to find rows present in two files."""
+    return row_hashes(logits, labels, _LEAK_SEED)
+
+
+def count_shared_rows(eval_logits: np.ndarray, eval_labels: np.ndarray, val_hashes: np.ndarray) -> int:
+    """How many evaluation rows have exactly the logits and label of some validation row."""
+    if not eval_labels.size or not val_hashes.size:
+        return 0
+    return int(np.count_nonzero(np.isin(content_hashes(eval_logits, eval_labels), val_hashes)))
+
+
+def leak_warnings(test_path: str, val_path: str, n_shared: int) -> list[str]:
+    """Warnings of a --val file that is the TEST file, or shares rows with its evaluation rows."""
+    warnings = []
+    try:
+        same = os.path.samefile(test_path, val_path)
+    except OSError:
+        same = False
+    if same:
+        warnings.append(f"--val {val_path} is the TEST file itself")
+    if n_shared:
+        warnings.append(f"{n_shared} evaluation rows are also validation rows of {val_path} (same logits and "
+                        "label): the fit has seen them; pass a --val file without the TEST rows")
+    return warnings
 
 
 def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
@@ -728,7 +755,8 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
     return warnings
 
 
-def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int) -> dict:
+def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int,
+                n_train: int = 0) -> dict:
     """The model-level JSON keys that say where the numbers come from (beyond schema 1)."""
     extra: dict = {"val_path": val_path}
     if rule in ("holdout", "image-holdout"):
@@ -737,6 +765,8 @@ def _provenance(rule: str, options: Options, val_path: str | None, binary: bool,
         extra["binary_logit"] = True
     if n_ignored:
         extra["n_ignored"] = n_ignored
+    if n_train:
+        extra["n_train_dropped"] = n_train
     return extra
 
 
@@ -766,22 +796,28 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
     check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None)
     val_rows, eval_rows, rule = split_rows(test, val, options)
+    n_train = test.n_train + (val.n_train if val is not None else 0)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
-                        test.n_ignored + (val.n_ignored if val is not None else 0))
+                        test.n_ignored + (val.n_ignored if val is not None else 0), n_train)
     if test.images is not None:
         extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
                                            None if val_rows is None or rule == "val-file" else val_rows.images,
                                            eval_rows.images, val)
-    return evaluate_arrays(
+    warnings = split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
+                              eval_rows.n_ignored)
+    result = evaluate_arrays(
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
         None if val_rows is None else val_rows.labels,
         options=options, name=name or _model_name(test.path), path=test.path, split=rule,
-        warnings=split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
-                                eval_rows.n_ignored),
+        warnings=warnings,
         extra=extra, groups=eval_rows.groups,
         progress=progress, clusters=eval_rows.images,
     )
+    if val is not None:  # after the fit's own warnings, as in evaluate_source
+        shared = count_shared_rows(eval_rows.logits, eval_rows.labels, content_hashes(val_rows.logits, val_rows.labels))
+        result.warnings += leak_warnings(test.path, val.path, shared)
+    return result
 
 
 # ------------------------------------------------------------------------ streaming
@@ -806,8 +842,12 @@ def _release_freed_memory() -> None:
 _malloc_trim = None
 
 
-def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None):
-    """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows."""
+def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None,
+                   val_hashes: np.ndarray | None = None, shared: list | None = None):
+    """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows.
+
+    With ``val_hashes``, the evaluation rows that are also validation rows are counted into ``shared[0]``.
+    """
     offset = 0
     for index, batch in enumerate(source.batches(rows)):
         if index % 8 == 7:
@@ -821,7 +861,10 @@ def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, 
         if groups_out is not None and groups is not None:
             groups_out.append(groups)
         if labels.size:
-            yield (expand_binary(logits) if logits.shape[1] == 1 else logits), labels
+            logits = expand_binary(logits) if logits.shape[1] == 1 else logits
+            if val_hashes is not None:
+                shared[0] += count_shared_rows(logits, labels, val_hashes)
+            yield logits, labels
 
 
 def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
@@ -854,8 +897,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     if test.num_rows == 0:
         raise SelcalError(f"{test.path}: has no rows")
     if test.num_kept_rows == 0:
-        raise SelcalError(f"{test.path}: column '{test.label_col}': every row has the ignored label "
-                          f"{test.ignore_label}; nothing to evaluate")
+        raise SelcalError(f"{test.path}: column '{test.label_col}': {nothing_left_message(test)}")
     check_ids(test.path, test.id_column(), val.path if val is not None else None,
               val.id_column() if val is not None else None)
     images = test.image_column()
@@ -878,16 +920,19 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     else:
         val_rows = None
     n_val = len(val_rows) if val_rows is not None else 0 if val_mask is None else int(val_mask.sum())
-    n_ignored = test.num_rows - test.num_kept_rows + (val.num_rows - val.num_kept_rows if val is not None else 0)
+    n_train = test.num_train_rows + (val.num_train_rows if val is not None else 0)
+    n_ignored = (test.num_rows - test.num_kept_rows - test.num_train_rows
+                 + (val.num_rows - val.num_kept_rows - val.num_train_rows if val is not None else 0))
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
     warnings = split_warnings(n_eval, len(val_rows) if options.needs_validation and val_rows else None,
-                              test.num_rows - test.num_kept_rows)
+                              test.num_rows - test.num_kept_rows - test.num_train_rows)
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)
     fits = fit_scores(None if val_rows is None else val_rows.logits,
                       None if val_rows is None else val_rows.labels, options)
-    extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored)
+    extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
+                        n_train)
     eval_images = None
     if images is not None:
         eval_images = images[0] if eval_mask is None else images[0][eval_mask]
@@ -896,11 +941,15 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                                            val_rows if val is not None else None)
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
-    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups)
+    shared = [0]
+    val_hashes = None if val is None else content_hashes(val_rows.logits, val_rows.labels)
+    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, val_hashes, shared)
     result = _measure(chunks, n_classes, temp_fit, pnorm_fit, fits=fits, options=options,
                       name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval)
+    if val is not None:
+        result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:
         result.groups = np.concatenate(groups)
         result.extra["groups"] = _group_metrics(result, options)
@@ -917,8 +966,8 @@ def _model_name(path: str) -> str:
     if len(parts) > 1 and set("*?[") & set(parts[-1]):  # a glob of parts: the model is their folder
         parts = parts[:-1]
     stem = parts[-1]
-    for suffix in (".parquet", ".npz", ".pq"):
-        if stem.endswith(suffix):
+    for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth"):
+        if stem.lower().endswith(suffix):
             stem = stem[: -len(suffix)]
             break
     if stem.lower() in _GENERIC_STEMS and len(parts) > 1 and parts[-2] not in ("", "."):
@@ -1007,7 +1056,7 @@ def evaluate(
     val=None,
     *,
     options: Options | None = None,
-    label_col: str = "label",
+    label_col: str | None = None,
     logits_col: str | None = None,
     ignore_label: int | None = None,
     group_col: str | None = None,

@@ -277,6 +277,8 @@ def render_table(result: EvaluationResult, console) -> None:
             notes.append(f"pnorm: p = {p['p']} ({centre}, by validation {p['objective'].upper()})"
                          + ("; falls back to MSP, which is no worse on validation" if p["fallback"] else ""))
         notes += [REGISTRY[n].note(model.scores[n]) for n in score_names if n in REGISTRY and REGISTRY[n].note]
+        if model.extra.get("n_train_dropped"):
+            notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
         for note in notes:
             console.print(f"  {note}", soft_wrap=True)
         if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)

@@ -247,7 +247,7 @@ def _case_null_label_later_row_group(d, x, y):
 
 
 def _case_missing_label_column(d, x, y):
-    p = d.table("nolabel.parquet", {"logits": _list_rows(x.tolist()), "target": pa.array(y)})
+    p = d.table("nolabel.parquet", {"logits": _list_rows(x.tolist()), "truth": pa.array(y)})
     return [p], [str(p), "label"], None
 
 
@@ -263,7 +263,7 @@ def _case_missing_logits(d, x, y):
 
 def _case_missing_logits_npz(d, x, y):
     p = d.path("nologits.npz")
-    np.savez(p, labels=y, probs=x)
+    np.savez(p, labels=y, n_classes=np.full(len(y), x.shape[1]))
     return [p], [str(p), "logits"], None
 
 
@@ -356,9 +356,9 @@ def _case_folder_as_file(d, x, y):
 
 def _case_split_unknown_value(d, x, y):
     split = np.where(np.arange(len(y)) % 2 == 0, "val", "test").astype(object)
-    split[4] = "train"
+    split[4] = "tset"
     p = d.parquet("split.parquet", x, y, split=split)
-    return [p], [str(p), "split", "'train'"], 4
+    return [p], [str(p), "split", "'tset'"], 4
 
 
 def _case_split_null(d, x, y):

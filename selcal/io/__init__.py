@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
+from .npy import NpySource
 from .npz import NpzSource
 from .output import atomic_write
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
 from .parts import PartsSource, is_glob
 from .parts import accepts as _accepts_parts
+from .torchfile import TorchSource
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES",
            "Reader", "READERS", "register_reader"]
@@ -30,7 +32,8 @@ __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_bina
 class Reader:
     """One input kind: ``accepts(path)`` says whether it reads the path, ``open(path, **columns)``
     returns its :class:`DumpSource` (``columns``: label_col, logits_col, ignore_label, group_col,
-    and the reader's own ``settings``, e.g. pixels_per_image, seed, which only it is given)."""
+    and the reader's own ``settings``, e.g. pixels_per_image, seed, which only it is given); a
+    reader that cannot honour a column option refuses it in one line, never ignores it."""
 
     name: str
     accepts: Callable[[str], bool]
@@ -47,24 +50,46 @@ def register_reader(reader: Reader, *, first: bool = False) -> Reader:
     return reader
 
 
+def _suffix(*suffixes: str) -> Callable[[str], bool]:
+    """``accepts`` for files whose name ends with one of ``suffixes`` (any case: ``.NPZ`` too)."""
+    return lambda path: path.lower().endswith(suffixes) and os.path.isfile(path)
+
+
+def _refuse_pickle(path, **_):
+    raise _fail(path, None, None, "is a Python pickle; selcal does not unpickle files (loading one can run any "
+                                  "code). If you trust it, load it in Python and save the arrays with "
+                                  "numpy.savez('model.npz', logits=logits, labels=labels)")
+
+
 register_reader(Reader(
-    "npz", lambda path: path.endswith(".npz") and os.path.isfile(path),
-    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
-        NpzSource(path, label_col, ignore_label),
+    "npz", _suffix(".npz"),
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
+        NpzSource(path, label_col, ignore_label, group_col, logits_col),
 ))
 register_reader(Reader(
     "segmentation", is_segmentation_folder,
-    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None, **settings:
-        SegmentationSource(path, label_col, ignore_label, group_col, **settings),
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None, **settings:
+        SegmentationSource(path, label_col or "label", ignore_label, group_col, **settings),
     settings=("pixels_per_image", "seed"),
 ))
 register_reader(Reader(  # a folder or a glob of Parquet parts: one model (selcal dump --shards, Spark, Ray Data)
     "parquet-parts", _accepts_parts,
     lambda path, **columns: PartsSource(path, **columns),
 ))
+register_reader(Reader(
+    "npy", _suffix(".npy"),
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
+        NpySource(path, label_col, ignore_label, group_col, logits_col),
+))
+register_reader(Reader(
+    "torch", _suffix(".pt", ".pth"),
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
+        TorchSource(path, label_col, ignore_label, group_col, logits_col),
+))
+register_reader(Reader("pickle", _suffix(".p", ".pkl", ".pickle"), _refuse_pickle))
 register_reader(Reader(  # the default: any other file is tried as Parquet
     "parquet", lambda path: not os.path.isdir(path) and not is_glob(path),
-    lambda path, *, label_col="label", logits_col=None, ignore_label=None, group_col=None:
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
         ParquetSource(path, label_col, logits_col, ignore_label, group_col),
 ))
 
@@ -72,20 +97,21 @@ register_reader(Reader(  # the default: any other file is tried as Parquet
 def read_dump(
     path,
     *,
-    label_col: str = "label",
+    label_col: str | None = None,
     logits_col: str | None = None,
     ignore_label: int | None = None,
     group_col: str | None = None,
     **settings,
 ) -> Dump:
-    """Read a Parquet or ``.npz`` logit dump and validate it.
+    """Read a logit dump (Parquet, ``.npz``, ``.npy``, ``.pt``) and validate it.
 
     Parameters
     ----------
     path : str or Path
-    label_col : name of the integer label column (Parquet).
-    logits_col : name of the list column holding the logits; by default ``logits``,
-        else the only list column, else the wide columns ``logit_0 .. logit_{K-1}``.
+    label_col : name of the label column; by default the one of ``label``, ``labels``,
+        ``target``, ``y`` (:mod:`selcal.io.columns`).
+    logits_col : name of the column holding the logits; by default found by the rules of
+        :mod:`selcal.io.columns` (``logits``, ``logit_0 ..``, ``0 ..``, the only list column, ...).
     ignore_label : rows with this label are dropped and counted.
     group_col : optional column of group names for per-group breakdowns.
     """
@@ -94,7 +120,7 @@ def read_dump(
     return source.read_all()
 
 
-def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, ignore_label: int | None = None,
+def open_dump(path, *, label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               group_col: str | None = None, **settings) -> "DumpSource":
     """Open a dump for reading in row batches (the schema is checked now, the rows as they come).
 
@@ -110,7 +136,7 @@ def open_dump(path, *, label_col: str = "label", logits_col: str | None = None, 
     if reader is None and is_glob(path):
         raise _fail(path, None, None, "matches no Parquet file; check the pattern")
     if reader is None:  # a folder that no reader of folders takes
-        raise _fail(path, None, None, "is a folder with no dump in it; give a .parquet or .npz file, a folder of "
+        raise _fail(path, None, None, "is a folder with no dump in it; give a .parquet, .npz, .npy or .pt file, a folder of "
                     "Parquet parts, or a folder of per-image .npz files")
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
     return reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,

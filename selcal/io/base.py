@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import SelcalError
+from .columns import canonical_splits, unknown_split_message
 
 SPLIT_VALUES = ("val", "test")
 _CHECK_ROWS = 1 << 16
@@ -36,6 +37,7 @@ class Dump:
     metadata: dict = field(default_factory=dict)
     images: np.ndarray | None = None  # per row: index into image_names (pixel rows of segmentation images)
     image_names: np.ndarray | None = None
+    n_train: int = 0  # rows of the split 'train', left out
 
     @property
     def num_classes(self) -> int:
@@ -59,6 +61,7 @@ class Dump:
             metadata=self.metadata,
             images=pick(self.images),
             image_names=self.image_names,
+            n_train=self.n_train,
         )
 
 
@@ -86,6 +89,7 @@ class Batch:
     groups: np.ndarray | None
     n_ignored: int
     first_row: int
+    n_train: int = 0
 
 
 class DumpSource:
@@ -117,15 +121,25 @@ class DumpSource:
         if not hasattr(self, "_kept_cache"):
             labels, split = self._labels_and_split()
             keep = None if self.ignore_label is None else labels != self.ignore_label
+            n_train = 0
+            if split is not None and (split == "train").any():
+                train = split == "train"
+                n_train = int(np.count_nonzero(train if keep is None else train & keep))
+                keep = ~train if keep is None else keep & ~train
             if keep is not None and split is not None:
                 split = split[keep]
-            self._kept_cache = (int(labels.size if keep is None else keep.sum()), split)
+            self._kept_cache = (int(labels.size if keep is None else keep.sum()), split, n_train)
         return self._kept_cache
 
     @property
     def num_kept_rows(self) -> int:
-        """Rows left after dropping the ignored label."""
+        """Rows left after dropping the ignored label and the split 'train'."""
         return self._kept()[0]
+
+    @property
+    def num_train_rows(self) -> int:
+        """Rows of the split 'train' (not counting those with the ignored label), left out."""
+        return self._kept()[2]
 
     def id_column(self) -> np.ndarray | None:
         """The id of every kept row (None without an id column), read without the logits."""
@@ -153,7 +167,7 @@ class DumpSource:
         parts: list[Batch] = []
         filled = seen = 0
         for batch in self.batches():
-            seen += len(batch.labels) + batch.n_ignored
+            seen += len(batch.labels) + batch.n_ignored + batch.n_train
             if seen > self.num_rows:
                 raise _fail(self.path, None, None, "holds more rows than its metadata says; was it corrupted?")
             if logits is None:
@@ -165,8 +179,7 @@ class DumpSource:
         if not parts or self.num_rows == 0:
             raise _fail(self.path, None, None, "has no rows")
         if filled == 0:
-            raise _fail(self.path, self.label_col, None,
-                        f"every row has the ignored label {self.ignore_label}; nothing to evaluate")
+            raise _fail(self.path, self.label_col, None, nothing_left_message(self))
         logits = logits[:filled]
         join = lambda name: None if getattr(parts[0], name) is None else np.concatenate(  # noqa: E731
             [getattr(b, name) for b in parts])
@@ -177,16 +190,28 @@ class DumpSource:
         return Dump(path=self.path, logits=logits, labels=join("labels"), split=join("split"), ids=join("ids"),
                     groups=join("groups"), n_ignored=sum(b.n_ignored for b in parts), binary=binary,
                     metadata=self.metadata, images=None if images is None else images[0],
-                    image_names=None if images is None else images[1])
+                    image_names=None if images is None else images[1],
+                    n_train=sum(b.n_train for b in parts))
 
     def _validate(self, *, logits, labels, split, ids, groups, first_row) -> Batch:
         path, n_rows = self.path, labels.size
         keep = np.ones(n_rows, dtype=bool) if self.ignore_label is None else labels != self.ignore_label
+        n_ignored = int(n_rows - np.count_nonzero(keep))
+        n_train = 0
+        if split is not None:  # already canonical (val, test, train): see columns.canonical_splits
+            train = split == "train"
+            if train.any():
+                n_train = int(np.count_nonzero(train & keep))
+                keep &= ~train
         n_classes = max(logits.shape[1], 2)
         out_of_range = keep & ((labels < 0) | (labels >= n_classes))
         if out_of_range.any():
             row = int(np.flatnonzero(out_of_range)[0])
-            hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
+            kept = labels[keep]
+            if labels[row] == n_classes and kept.min() >= 1 and kept.max() == n_classes:
+                hint = f"; the labels look 1-based (1 .. {n_classes}): subtract 1 from every label"
+            else:
+                hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
             raise _fail(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
         for start in range(0, n_rows, _CHECK_ROWS):
@@ -201,16 +226,17 @@ class DumpSource:
                 column = wide[k] if wide else self.logits_col
                 where = "" if wide else f" for class {k}"
                 raise _fail(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
-        if split is not None:
-            unknown = ~np.isin(split, SPLIT_VALUES)
-            if unknown.any():
-                row = int(np.flatnonzero(unknown)[0])
-                raise _fail(path, "split", first_row + row, f"has the value {str(split[row])!r}; use 'val' or 'test'")
-        n_ignored = int(n_rows - np.count_nonzero(keep))
-        if n_ignored:
+        if n_ignored or n_train:
             pick = lambda a: None if a is None else a[keep]  # noqa: E731
             logits, labels, split, ids, groups = (pick(a) for a in (logits, labels, split, ids, groups))
-        return Batch(logits, labels, split, ids, groups, n_ignored, first_row)
+        return Batch(logits, labels, split, ids, groups, n_ignored, first_row, n_train)
+
+
+def nothing_left_message(source) -> str:
+    """Why a file has no row left to evaluate (every row ignored or of the split 'train')."""
+    if source.ignore_label is None:
+        return "every row is of the split 'train'; nothing to evaluate (give the val and test rows)"
+    return f"every row has the ignored label {source.ignore_label} or is of the split 'train'; nothing to evaluate"
 
 
 def expand_binary(logits: np.ndarray) -> np.ndarray:
@@ -231,11 +257,51 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.n
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column.cast(pa.string()))
-    values = np.array(column.dictionary.cast(pa.string()).to_pylist(), dtype=str)
+        column = pc.dictionary_encode(_as_text(path, name, column, first_row))
+    values = np.array(_as_text(path, name, column.dictionary, first_row).to_pylist(), dtype=str)
     if values.size == 0:
         return np.array([], dtype=str)
     return values[column.indices.to_numpy(zero_copy_only=False)]
+
+
+def _as_text(path: str, name: str, column: pa.Array, first_row: int) -> pa.Array:
+    """``column`` cast to UTF-8 strings; bytes that are not UTF-8 text are one line naming the row."""
+    if pa.types.is_string(column.type):
+        return column
+    try:
+        return column.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+                or pa.types.is_fixed_size_binary(column.type) or pa.types.is_binary_view(column.type)):
+            raise _fail(path, name, None, f"has type {column.type}; store strings or numbers ({_short(exc)})") from None
+        row = next((i for i, v in enumerate(column.to_pylist()) if not _is_utf8(v)), None)
+        where = None if row is None or pa.types.is_dictionary(column.type) else first_row + row
+        raise _fail(path, name, where, "holds bytes that are not UTF-8 text; store strings or integers") from None
+
+
+def _is_utf8(value) -> bool:
+    try:
+        value.decode("utf-8")
+        return True
+    except (UnicodeDecodeError, AttributeError):
+        return value is None
+
+
+def _splits(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
+    """A split column as canonical values ``val``/``test``/``train`` (CONVENTIONS.md, "Inputs and layouts")."""
+    return canonical_split_array(path, name, _strings(path, name, column, first_row), first_row)
+
+
+def canonical_split_array(path: str, name: str, values: np.ndarray, first_row: int = 0) -> np.ndarray:
+    """``values`` through :func:`~selcal.io.columns.canonical_splits`, each distinct value once;
+    an unknown value is one line naming its first row."""
+    unique, inverse = np.unique(np.asarray(values, dtype=str), return_inverse=True)
+    canonical = canonical_splits(unique)
+    unknown = canonical == ""
+    if unknown.any():
+        row = int(np.flatnonzero(unknown[inverse])[0])
+        raise _fail(path, name, first_row + row, unknown_split_message(values[row]))
+    return canonical[inverse.reshape(-1)]
 
 
 def _first_null_row(array: pa.Array) -> int:
@@ -244,22 +310,32 @@ def _first_null_row(array: pa.Array) -> int:
 
 def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.Array | None,
                    first_row: int = 0) -> np.ndarray:
+    """Labels as int64: any integer width, bool, or whole floats (no value is cast unchecked)."""
     if column is not None:
         if column.null_count:
             raise _fail(path, name, first_row + _first_null_row(column), "has no label (null); every row needs one")
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                or pa.types.is_boolean(column.type)):
             raise _fail(path, name, None, f"has type {column.type}; labels must be integers 0 .. K-1")
         labels = column.to_numpy(zero_copy_only=False)
+    if labels.dtype.kind == "b":
+        return labels.astype(np.int64)
     if labels.dtype.kind in "iu":
         if labels.dtype.kind == "u" and labels.size and labels.max() > np.iinfo(np.int64).max:
             row = int(np.argmax(labels))
             raise _fail(path, name, first_row + row, f"label {labels[row]} is too large")
         return labels.astype(np.int64)
     if labels.dtype.kind == "f":
-        whole = np.isfinite(labels) & (labels == np.round(labels))
+        with np.errstate(invalid="ignore"):
+            whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
             raise _fail(path, name, first_row + row,
                         f"label {float(labels[row])!r} is not a whole number; labels must be integers 0 .. K-1")
+        huge = np.abs(labels) >= 2.0 ** 53  # beyond any class index, and beyond exact integers in float64
+        if huge.any():
+            row = int(np.flatnonzero(huge)[0])
+            raise _fail(path, name, first_row + row,
+                        f"label {float(labels[row]):g} is not a class index; labels must be integers 0 .. K-1")
         return labels.astype(np.int64)
     raise _fail(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")

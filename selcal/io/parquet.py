@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .base import DumpSource, SelcalError, _fail, _first_null_row, _labels_to_int, _short, _strings
-
-_WIDE_LOGIT = re.compile(r"^logit_(\d+)$")
+from .base import DumpSource, SelcalError, _fail, _first_null_row, _labels_to_int, _short, _splits, _strings
+from .columns import Kind, find_label, find_logits
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
 
@@ -19,16 +16,37 @@ def _corrupt(path: str, exc: BaseException) -> SelcalError:
     return _fail(path, None, None, f"not a readable Parquet file ({_short(exc)}); was it truncated or corrupted?")
 
 
+def arrow_kind(data_type: pa.DataType) -> Kind:
+    """The :class:`~selcal.io.columns.Kind` of an Arrow column type."""
+    if _is_list(data_type):
+        return Kind.LIST
+    if pa.types.is_floating(data_type):
+        return Kind.FLOAT
+    if pa.types.is_integer(data_type):
+        return Kind.INTEGER
+    if pa.types.is_boolean(data_type):
+        return Kind.BOOL
+    if _is_text(data_type):
+        return Kind.STRING
+    return Kind.OTHER
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return (pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+            or pa.types.is_string_view(data_type) or pa.types.is_dictionary(data_type))
+
+
 class ParquetSource(DumpSource):
     """A Parquet dump read by record batches: constant memory whatever its size."""
 
-    def __init__(self, path: str, label_col: str, logits_col: str | None, ignore_label: int | None,
+    def __init__(self, path: str, label_col: str | None, logits_col: str | None, ignore_label: int | None,
                  group_col: str | None):
-        self.path, self.ignore_label, self.label_col = path, ignore_label, label_col
+        self.path, self.ignore_label = path, ignore_label
         try:
             # No read-ahead, and column chunks read 8 MB at a time: a row group of a wide dump can
-            # hold hundreds of MB, which would otherwise be decompressed whole.
-            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23)
+            # hold hundreds of MB, which would otherwise be decompressed whole. Page checksums,
+            # where the writer stored them, are verified.
+            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23, page_checksum_verification=True)
             schema = self.file.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
@@ -39,18 +57,16 @@ class ParquetSource(DumpSource):
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
             raise _fail(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
-        if label_col not in names:
-            raise _fail(path, None, None,
-                        f"no label column '{label_col}' (columns: {', '.join(names)}); name it with --label-col")
+        kinds = {f.name: arrow_kind(f.type) for f in schema}
+        self.label_col = label_col = find_label(path, kinds, label_col)
         label_type = schema.field(label_col).type
-        if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
+        if kinds[label_col] not in (Kind.INTEGER, Kind.FLOAT, Kind.BOOL):
             raise _fail(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
-        self.logits_col, self.wide_columns = self._resolve_logits(schema, logits_col)
+        self.logits_col, self.wide_columns = self._resolve_logits(schema, kinds, logits_col)
         self.split_col = None
         if "split" in names:
             split_type = schema.field("split").type
-            if not (pa.types.is_string(split_type) or pa.types.is_large_string(split_type)
-                    or pa.types.is_dictionary(split_type)):
+            if not _is_text(split_type):
                 raise _fail(path, "split", None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
             self.split_col = "split"
         self.id_col = "id" if "id" in names else None
@@ -58,32 +74,34 @@ class ParquetSource(DumpSource):
             id_type = schema.field("id").type
             if pa.types.is_nested(id_type):
                 raise _fail(path, "id", None, f"has type {id_type}; ids must be single values (strings or numbers)")
-        if group_col is not None and group_col not in names:
-            raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
+        logits_columns = self.wide_columns or [self.logits_col]
+        if group_col is not None:
+            if group_col not in names:
+                raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
+            if group_col in logits_columns:
+                raise _fail(path, group_col, None, "holds the logits; --group-col names a column of group names "
+                                                   "(e.g. the source of each row)")
+            group_type = schema.field(group_col).type
+            if pa.types.is_nested(group_type) or kinds[group_col] is Kind.OTHER and not pa.types.is_binary(group_type):
+                raise _fail(path, group_col, None, f"has type {group_type}; --group-col needs one name or number "
+                                                   "per row")
         self.group_col = group_col
         self.metadata = {k.decode(errors="replace"): v.decode(errors="replace")
                          for k, v in (schema.metadata or {}).items() if k.startswith(b"selcal.")}
-        logits_columns = self.wide_columns or [self.logits_col]
         wanted = [label_col, *logits_columns, self.split_col, self.id_col, self.group_col]
         self.columns = list(dict.fromkeys(c for c in wanted if c is not None))
 
-    def _resolve_logits(self, schema: pa.Schema, logits_col: str | None):
-        path, names = self.path, schema.names
-        if logits_col is not None and logits_col not in names:
-            raise _fail(path, None, None, f"no logits column '{logits_col}' (columns: {', '.join(names)})")
-        if logits_col is None:
-            list_columns = [f.name for f in schema if _is_list(f.type)]
-            if "logits" in names:
-                logits_col = "logits"
-            elif any(_WIDE_LOGIT.match(name) for name in names):
-                return "logit_*", _wide_columns(path, schema)  # named for the purpose: beats another list
-            elif len(list_columns) == 1:
-                logits_col = list_columns[0]
-            elif len(list_columns) > 1:
-                raise _fail(path, None, None,
-                            f"several list columns ({', '.join(list_columns)}); name the logits with --logits-col")
-            else:
-                return "logit_*", _wide_columns(path, schema)
+    def _resolve_logits(self, schema: pa.Schema, kinds: dict, logits_col: str | None):
+        path = self.path
+        layout = find_logits(path, kinds, logits_col, exclude=(self.label_col,))
+        if layout.wide:
+            for name in layout.columns:
+                data_type = schema.field(name).type
+                if data_type not in _FLOAT_TYPES:
+                    raise _fail(path, name, None,
+                                f"has type {data_type}; logits must be float16, float32 or float64")
+            return layout.name, list(layout.columns)
+        logits_col = layout.name
         data_type = schema.field(logits_col).type
         if not _is_list(data_type):
             raise _fail(
@@ -102,15 +120,20 @@ class ParquetSource(DumpSource):
     def id_column(self) -> np.ndarray | None:
         if self.id_col is None:
             return None
+        columns = [self.label_col, self.id_col] + ([self.split_col] if self.split_col else [])
         try:
-            table = self.file.read(columns=[self.label_col, self.id_col])
+            table = self.file.read(columns=columns)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
         ids = _strings(self.path, "id", table.column(self.id_col))
+        keep = None
         if self.ignore_label is not None:
             labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
-            ids = ids[labels != self.ignore_label]
-        return ids
+            keep = labels != self.ignore_label
+        if self.split_col:
+            train = _splits(self.path, "split", table.column(self.split_col).combine_chunks()) == "train"
+            keep = ~train if keep is None else keep & ~train
+        return ids if keep is None else ids[keep]
 
     def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The ``image`` column of a pixel dump (``selcal.pixels`` in its metadata), as
@@ -143,7 +166,7 @@ class ParquetSource(DumpSource):
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
         labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
-        split = None if not self.split_col else _strings(self.path, "split", table.column("split").combine_chunks())
+        split = None if not self.split_col else _splits(self.path, "split", table.column("split").combine_chunks())
         return labels, split
 
     @property
@@ -190,7 +213,7 @@ class ParquetSource(DumpSource):
         return dict(
             logits=logits,
             labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
-            split=None if self.split_col is None else _strings(path, "split", batch.column("split"), first_row),
+            split=None if self.split_col is None else _splits(path, "split", batch.column("split"), first_row),
             ids=None if self.id_col is None else _strings(path, "id", batch.column("id"), first_row),
             groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
                                                                   first_row),
@@ -231,26 +254,6 @@ def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classe
 
 def _is_list(data_type) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type)
-
-
-def _wide_columns(path: str, schema: pa.Schema) -> list[str]:
-    indexed = {int(m.group(1)): name for name in schema.names if (m := _WIDE_LOGIT.match(name))}
-    if not indexed:
-        raise _fail(
-            path, None, None,
-            f"no logits found (columns: {', '.join(schema.names)}); store them in a list column "
-            "'logits' or in columns logit_0 .. logit_{K-1}",
-        )
-    n_classes = len(indexed)
-    missing = [k for k in range(n_classes) if k not in indexed]
-    if missing:
-        raise _fail(path, None, None,
-                    f"has {n_classes} logit_k columns but no 'logit_{missing[0]}'; number them 0 .. K-1")
-    for k in range(n_classes):
-        data_type = schema.field(indexed[k]).type
-        if data_type not in _FLOAT_TYPES:
-            raise _fail(path, indexed[k], None, f"has type {data_type}; logits must be float16, float32 or float64")
-    return [indexed[k] for k in range(n_classes)]
 
 
 def _wide_logits(path: str, batch: pa.RecordBatch, names: list[str], first_row: int) -> np.ndarray:

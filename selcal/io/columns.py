@@ -1,0 +1,163 @@
+"""Which column holds what: the one place of the naming rules every reader follows.
+
+A reader describes its columns (Parquet columns, ``.npz`` arrays, the keys of a ``.pt``
+dict) as a mapping name -> :class:`Kind` and asks :func:`find_label`, :func:`find_logits`
+and :func:`canonical_splits`; the rules below are CONVENTIONS.md, "Inputs and layouts".
+
+- Labels: ``--label-col`` if given, else the one column among :data:`LABEL_NAMES`.
+- Logits, first match wins: ``--logits-col``; a column ``logits``; numbered columns of one
+  naming family (:data:`WIDE_PREFIXES`: ``logit_0``, ``logits_0``, ``logit0``, ``logits0``,
+  then plain ``0`` as ``pandas.DataFrame(logits)`` writes them); the only list column; a
+  single float column among :data:`BINARY_NAMES` (one binary logit per row).
+- Split values: case-insensitive, aliases in :data:`SPLIT_ALIASES`; ``train`` rows are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from ..errors import SelcalError
+
+LABEL_NAMES = ("label", "labels", "target", "y")
+BINARY_NAMES = ("logits", "logit", "score")
+WIDE_PREFIXES = ("logit_", "logits_", "logit", "logits", "")  # "" (plain 0 .. K-1) only when no other
+_WIDE = re.compile(r"^(logits?_?)?(\d+)$")
+SPLIT_ALIASES = {"val": "val", "validation": "val", "valid": "val", "dev": "val", "test": "test", "train": "train"}
+ACCEPTED_SPLITS = ", ".join(repr(v) for v in SPLIT_ALIASES)
+
+
+class Kind(Enum):
+    """What one column holds, as far as column discovery cares."""
+
+    LIST = "list"  # K floats per row (a list column, or a 2-D array)
+    FLOAT = "float"  # one float per row
+    INTEGER = "integer"
+    BOOL = "bool"
+    STRING = "string"
+    OTHER = "other"
+
+
+def _fail(path, column, message: str) -> SelcalError:
+    return SelcalError(f"{path}: column '{column}': {message}" if column else f"{path}: {message}")
+
+
+def find_label(path: str, kinds: dict, requested: str | None = None) -> str:
+    """The label column: ``requested`` (``--label-col``) or the one of :data:`LABEL_NAMES`.
+
+    >>> find_label("m.parquet", {"logits": Kind.LIST, "target": Kind.INTEGER})
+    'target'
+    """
+    names = list(kinds)
+    if requested is not None:
+        if requested not in kinds:
+            raise _fail(path, None, f"no label column '{requested}' (columns: {', '.join(names)}); "
+                                    "name it with --label-col")
+        return requested
+    found = [name for name in LABEL_NAMES if name in kinds]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise _fail(path, None, f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: {', '.join(names)}); "
+                                "name it with --label-col")
+    raise _fail(path, None, f"several label columns ({', '.join(found)}); name the one to use with --label-col")
+
+
+@dataclass(frozen=True)
+class LogitsLayout:
+    """Where the logits are: one list column (``columns`` = [name]) or one column per class
+    (``wide``; K = 1 for a single binary logit)."""
+
+    name: str  # the column named in messages ("logit_*" for wide columns)
+    columns: tuple[str, ...]
+    wide: bool
+
+
+def _wide_family(path: str, kinds: dict) -> LogitsLayout | None:
+    families: dict[str, dict[int, list[str]]] = {}
+    for name in kinds:
+        match = _WIDE.match(name)
+        if match:
+            families.setdefault(match.group(1) or "", {}).setdefault(int(match.group(2)), []).append(name)
+    if not families:
+        return None
+    named = [p for p in WIDE_PREFIXES if p and p in families]
+    if len(named) > 1:
+        sets = ", ".join(f"{p}0 .." for p in named)
+        raise _fail(path, None, f"logits in several sets of numbered columns ({sets}); keep one set")
+    prefix = named[0] if named else ""
+    indexed = families[prefix]
+    for k, names in sorted(indexed.items()):
+        if len(names) > 1:
+            raise _fail(path, names[1], f"names class {k}, as '{names[0]}' does; give every class one column")
+    n_classes = len(indexed)
+    missing = [k for k in range(n_classes) if k not in indexed]
+    if missing:
+        raise _fail(path, None, f"has {n_classes} {prefix}k columns but no '{prefix}{missing[0]}'; "
+                                "number them 0 .. K-1")
+    columns = tuple(indexed[k][0] for k in range(n_classes))
+    for name in columns:
+        if kinds[name] is not Kind.FLOAT:
+            raise _fail(path, name, "is not a float column; logits must be float16, float32 or float64")
+    return LogitsLayout(f"{prefix}*", columns, True)
+
+
+def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude=()) -> LogitsLayout:
+    """Where the logits are (see the module docstring for the order of the rules).
+
+    ``exclude``: columns that hold something else (the labels).
+
+    >>> find_logits("m.parquet", {"0": Kind.FLOAT, "1": Kind.FLOAT, "label": Kind.INTEGER}).columns
+    ('0', '1')
+    """
+    kinds = {name: kind for name, kind in kinds.items() if name not in exclude}
+    names = list(kinds)
+    if requested is not None:
+        if requested not in kinds:
+            raise _fail(path, None, f"no logits column '{requested}' (columns: {', '.join(names)})")
+        return _one_column(path, requested, kinds[requested])
+    if "logits" in kinds:
+        return _one_column(path, "logits", kinds["logits"])
+    wide = _wide_family(path, kinds)
+    if wide is not None:
+        return wide
+    lists = [name for name in names if kinds[name] is Kind.LIST]
+    if len(lists) == 1:
+        return LogitsLayout(lists[0], (lists[0],), False)
+    if len(lists) > 1:
+        raise _fail(path, None, f"several list columns ({', '.join(lists)}); name the logits with --logits-col")
+    single = [name for name in BINARY_NAMES if kinds.get(name) is Kind.FLOAT]
+    if single:
+        return LogitsLayout(single[0], (single[0],), True)
+    raise _fail(path, None, f"no logits found (columns: {', '.join(names)}); store them in a list column 'logits', "
+                            "in columns logit_0 .. logit_{K-1}, or one binary logit in a float column 'logit'")
+
+
+def _one_column(path: str, name: str, kind: Kind) -> LogitsLayout:
+    if kind is Kind.LIST:
+        return LogitsLayout(name, (name,), False)
+    if kind is Kind.FLOAT:  # one binary logit per row
+        return LogitsLayout(name, (name,), True)
+    return LogitsLayout(name, (), False)  # the reader names the type it found
+
+
+def canonical_splits(values: np.ndarray) -> np.ndarray:
+    """Each split value as ``val``, ``test`` or ``train`` (case-insensitive, with the aliases of
+    :data:`SPLIT_ALIASES`); ``""`` for a value that is none of them.
+
+    >>> canonical_splits(np.array(["Validation", "TEST", "dev", "holdout"])).tolist()
+    ['val', 'test', 'val', '']
+    """
+    values = np.asarray(values, dtype=str)
+    lowered = np.char.lower(values) if values.size else values
+    out = np.full(values.shape, "", dtype="<U5")
+    for alias, canonical in SPLIT_ALIASES.items():
+        out[lowered == alias] = canonical
+    return out
+
+
+def unknown_split_message(value) -> str:
+    return f"has the value {str(value)!r}; use one of {ACCEPTED_SPLITS} (any case; 'train' rows are left out)"

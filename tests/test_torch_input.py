@@ -1,0 +1,139 @@
+"""``.pt``/``.pth`` inputs (torch.save), compared with the canonical Parquet layout.
+
+These need PyTorch: they are skipped when it is not installed (the main test venv), and fail
+instead of skipping when ``SELCAL_REQUIRE_TIMM=1`` (``.ci/run`` runs this file in its timm
+venv, where torch is installed). The one test of a missing torch runs everywhere.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+
+import numpy as np
+import pytest
+
+import selcal
+from selcal.errors import SelcalError
+
+N, K = 240, 5
+
+
+def _torch():
+    if os.environ.get("SELCAL_REQUIRE_TIMM") == "1":
+        import torch  # a failure, not a skip, where torch must be installed
+
+        return torch
+    return pytest.importorskip("torch")
+
+
+def model_json(*paths, **kwargs) -> dict:
+    result = json.loads(selcal.evaluate(*[str(p) for p in paths], **kwargs).to_json())
+    return result["models"][0]
+
+
+@pytest.fixture
+def data(h):
+    logits, labels = h.make_data(n=N, k=K, seed=8)
+    split = np.where(np.arange(N) % 4 == 0, "val", "test")
+    return logits, labels, split
+
+
+@pytest.fixture
+def canonical(dumps, data):
+    logits, labels, split = data
+    return model_json(dumps.parquet("canonical.parquet", logits, labels, split=split))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("suffix", [".pt", ".pth", ".PT"])
+def test_a_dict_of_tensors(dumps, data, canonical, h, dtype, suffix):
+    torch = _torch()
+    logits, labels, split = data
+    path = dumps.path(f"model_{dtype}{suffix}")
+    torch.save({"logits": torch.tensor(logits).to(getattr(torch, dtype)), "labels": torch.tensor(labels),
+                "split": split.tolist()}, path)
+    h.assert_same_numbers(model_json(path), canonical)
+
+
+def test_logits_alone_with_a_sibling_labels_file(dumps, data, h):
+    """The layout of the noisy-calibration sources: ``test_logits.pt`` + ``test_labels.npy``."""
+    torch = _torch()
+    logits, labels, split = data
+    files = {}
+    for part in ("val", "test"):
+        rows = split == part
+        files[part] = dumps.path(f"{part}_logits.pt")
+        torch.save(torch.tensor(logits[rows], dtype=torch.float32), files[part])
+        np.save(dumps.path(f"{part}_labels.npy"), labels[rows])
+    reference = model_json(dumps.parquet("ref/test.parquet", logits[split == "test"], labels[split == "test"]),
+                           val=dumps.parquet("ref/val.parquet", logits[split == "val"], labels[split == "val"]))
+    h.assert_same_numbers(model_json(files["test"], val=files["val"]), reference)
+
+
+def test_a_pair_of_logits_and_labels(dumps, data, h):
+    torch = _torch()
+    logits, labels, _ = data
+    path = dumps.path("pair.pt")
+    torch.save((torch.tensor(logits, dtype=torch.float32), torch.tensor(labels)), path)
+    h.assert_same_numbers(model_json(path), model_json(dumps.parquet("pair.parquet", logits, labels)))
+
+
+def test_other_label_names_and_binary_logits(dumps, data, h):
+    torch = _torch()
+    logits, _, split = data
+    v = logits[:, 0]
+    y = (v + logits[:, 1] / 3 > 0)
+    reference = model_json(dumps.parquet("bin.parquet", v[:, None], y.astype(int), split=split))
+    path = dumps.path("bin.pt")
+    torch.save({"logit": torch.tensor(v), "target": torch.tensor(y), "split": split.tolist()}, path)
+    h.assert_same_numbers(model_json(path), reference)
+
+
+def test_python_objects_are_never_unpickled(dumps, data, tmp_path, cli):
+    torch = _torch()
+    logits, labels, _ = data
+    marker = tmp_path / "ran"
+    path = dumps.path("hostile.pt")
+    torch.save({"logits": torch.tensor(logits), "labels": torch.tensor(labels), "x": _Hostile(str(marker))}, path)
+    result = cli("evaluate", path)
+    assert result.exit_code == 2 and not marker.exists()
+    assert result.stderr.startswith(f"selcal: error: {path}: not a readable .pt file (") and \
+        "torch.save({'logits': logits, 'labels': labels}, path)" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_truncated_file_is_one_line(dumps, data, cli):
+    torch = _torch()
+    logits, labels, _ = data
+    path = dumps.path("cut.pt")
+    torch.save({"logits": torch.tensor(logits), "labels": torch.tensor(labels)}, path)
+    path.write_bytes(path.read_bytes()[:300])
+    result = cli("evaluate", path)
+    assert result.exit_code == 2 and result.stderr.startswith(f"selcal: error: {path}: not a readable .pt file")
+    assert result.stderr.count("\n") == 1
+
+
+class _Hostile:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_without_torch_one_line_says_what_to_install(dumps, monkeypatch):
+    path = dumps.path("model.pt")
+    path.write_bytes(b"PK\x03\x04 not read")
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(SelcalError) as caught:
+        selcal.evaluate(str(path))
+    assert str(caught.value) == (f"{path}: reading .pt files needs PyTorch (pip install torch); or save the arrays "
+                                 "with numpy.savez('model.npz', logits=logits, labels=labels)")
