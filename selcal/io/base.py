@@ -117,7 +117,8 @@ class DumpSource:
         """Size of the logits in memory, as stored (before any float64 conversion)."""
         raise NotImplementedError  # pragma: no cover
 
-    def _kept(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _kept(self) -> tuple:
+        """(kept rows, their split values, rows of the split 'train'), computed once."""
         if not hasattr(self, "_kept_cache"):
             labels, split = self._labels_and_split()
             keep = None if self.ignore_label is None else labels != self.ignore_label
@@ -139,7 +140,8 @@ class DumpSource:
     @property
     def num_train_rows(self) -> int:
         """Rows of the split 'train' (not counting those with the ignored label), left out."""
-        return self._kept()[2]
+        kept = self._kept()
+        return kept[2] if len(kept) > 2 else 0  # a reader may keep its own (rows, split) without train rows
 
     def id_column(self) -> np.ndarray | None:
         """The id of every kept row (None without an id column), read without the logits."""
