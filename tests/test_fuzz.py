@@ -311,7 +311,7 @@ def cases(draw) -> Case:
 
     # ---- the logit columns
     if "no_logits" in defects:
-        case.columns["score"] = pa.array(rng.standard_normal(n))
+        case.columns["weight"] = pa.array(rng.standard_normal(n))  # a float 'score' would be one binary logit
     elif "string_column" in defects and layout != "wide":
         case.columns[column_name] = pa.array([json.dumps([float(v) for v in row]) for row in effective])
     elif "nested" in defects:
