@@ -1008,7 +1008,7 @@ def _streamed_job(job: ModelJob) -> ModelResult:
     return evaluate_model(replace(job, stream=True, options=replace(job.options, workers=1)))
 
 
-def model_jobs(paths, val=None, *, options: Options, label_col: str = "label", logits_col: str | None = None,
+def model_jobs(paths, val=None, *, options: Options, label_col: str | None = None, logits_col: str | None = None,
                ignore_label: int | None = None, group_col: str | None = None, stream: bool | None = None,
                memory_budget: int = DEFAULT_MEMORY_BUDGET, pixels_per_image: int | None = None) -> list[ModelJob]:
     """One :class:`ModelJob` per TEST path (a file, a folder of parts or a glob), names made unique."""
