@@ -116,6 +116,8 @@ def evaluate(
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
     engine: str = typer.Option("local", "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
+    rank_maps: int = typer.Option(3, "--rank-maps", metavar="N", help="Segmentation folders with --plots: uncertainty-rank maps of the N images with the most confident errors."),
+    rank_maps_of: Optional[str] = typer.Option(None, "--rank-maps-of", metavar="ID,...", help="Segmentation folders with --plots: rank maps of these images instead."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP),
 ):
@@ -171,6 +173,8 @@ def evaluate(
                     out.write(render(board))
         figure_notes = _write_figures(result, plots_dir, report_path, **figure_options, run_settings={
             "label_col": label_col, "logits_col": logits_col, "ignore_label": ignore_label, "group_col": group_col})
+        if plots_dir is not None:
+            figure_notes += _write_rank_maps(result, plots_dir, plot_format, rank_maps, rank_maps_of)
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
@@ -227,6 +231,19 @@ def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, 
     if report_path is not None and not inside_plots:  # the plot folder is created before the report is written
         _check_writable(report_path)
     return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage}
+
+
+def _write_rank_maps(result, plots_dir, fmt, count, of) -> list[str]:
+    """--plots on segmentation folders: the uncertainty-rank maps (selcal/plots_segmentation.py)."""
+    if count < 0:
+        raise SelcalError(f"--rank-maps takes a number of images, 0 or more; got {count}")
+    if not any(getattr(m, "clusters", None) is not None for m in result.models):
+        return []
+    from .plots_segmentation import write_rank_maps
+
+    images = [i.strip() for i in of.split(",") if i.strip()] if of else None
+    written = write_rank_maps(result, plots_dir, fmt, count=count, images=images)
+    return [f"{len(written)} rank maps written to {plots_dir}"] if written else []
 
 
 def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage, run_settings=None) -> list[str]:

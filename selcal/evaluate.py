@@ -817,6 +817,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     if val is not None:  # after the fit's own warnings, as in evaluate_source
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, content_hashes(val_rows.logits, val_rows.labels))
         result.warnings += leak_warnings(test.path, val.path, shared)
+    result.cluster_names = test.image_names
     return result
 
 
@@ -954,6 +955,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         result.groups = np.concatenate(groups)
         result.extra["groups"] = _group_metrics(result, options)
     result.clusters = eval_images
+    result.cluster_names = None if images is None else images[1]
     return result
 
 

@@ -50,7 +50,8 @@ class ModelResult:
     score_values: dict[str, Any] = field(default_factory=dict, repr=False)
     rows: Any = field(default=None, repr=False)
     groups: Any = field(default=None, repr=False)
-    clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)
+    clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)...
+    cluster_names: Any = field(default=None, repr=False)  # ... as an index into these image ids
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics

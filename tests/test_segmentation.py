@@ -332,3 +332,78 @@ def test_cluster_intervals_are_wider_when_pixels_of_an_image_agree(tmp_path):
     result.models[0].clusters = None
     row_low, row_high = add_intervals(result, resamples=200, seed=0).models[0].extra["ci"]["accuracy"]
     assert high - low > 3 * (row_high - row_low)
+
+
+# ----------------------------------------------------------------------------- rank maps
+def test_rank_map_ranks_every_cell_among_the_evaluated_pixels():
+    from selcal.plots_segmentation import rank_map_data
+
+    rng = np.random.default_rng(0)
+    evaluated = np.round(rng.random(200), 1)  # many ties
+    values = np.round(rng.random((5, 7)), 1)
+    grid = rng.integers(0, 3, (5, 7))
+    grid[0, 0] = 255
+    predictions = rng.integers(0, 3, (5, 7))
+    panel = rank_map_data("x", "msp", values, predictions, grid, 255, evaluated)
+    for i in range(5):
+        for j in range(7):
+            if (i, j) == (0, 0):
+                assert np.isnan(panel.rank[i, j]) and panel.void[i, j] and not panel.error[i, j]
+                continue
+            below = sum(e < values[i, j] for e in evaluated)
+            equal = sum(e == values[i, j] for e in evaluated)
+            assert panel.rank[i, j] == pytest.approx((below + equal / 2) / 200, abs=1e-15)
+            assert panel.error[i, j] == (predictions[i, j] != grid[i, j])
+
+
+def test_cell_scores_are_the_evaluated_scores_of_those_pixels(tmp_path):
+    from selcal.io.segmentation import read_image
+    from selcal.plots_segmentation import cell_scores
+
+    make_folder(tmp_path / "seg", n=8, dtype=np.float16)
+    model = selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=0).models[0]
+    names = model.cluster_names
+    for index in np.unique(model.clusters)[:2]:
+        logits, grid = read_image(tmp_path / "seg" / f"{names[index]}.npz")
+        k = logits.shape[0]
+        cells = logits.reshape(k, -1).T[(grid != 255).ravel()]
+        values = cell_scores(cells, model)
+        assert set(values) == {"msp", "max_logit", "pnorm", "temp"}
+        for name, v in values.items():
+            assert np.array_equal(v, model.score_values[name][model.clusters == index]), name
+
+
+def test_images_with_the_most_confident_errors_are_chosen():
+    from types import SimpleNamespace
+
+    from selcal.plots_segmentation import choose_images
+
+    rng = np.random.default_rng(1)
+    clusters = rng.integers(0, 6, 500)
+    values = rng.random(500)
+    correct = rng.random(500) < 0.6
+    model = SimpleNamespace(score_values={"msp": values}, rows=SimpleNamespace(correct=correct), clusters=clusters,
+                            cluster_names=np.array([f"i{c}" for c in range(6)]))
+    top = np.sort(values)[::-1][:50].min()
+    tally = [int(np.sum((values >= top) & ~correct & (clusters == c))) for c in range(6)]
+    expected = sorted(range(6), key=lambda c: (-tally[c], c))[:3]
+    assert choose_images([model], 3) == expected
+
+
+def test_plots_add_rank_maps_of_chosen_or_named_images(tmp_path):
+    from selcal.plots_segmentation import write_rank_maps
+
+    for name, seed in (("a", 1), ("b", 2)):
+        make_folder(tmp_path / name, n=5, seed=seed)
+        os.rename(tmp_path / name / "img003.npz", tmp_path / name / "$\\frac{x$.npz")  # never mathtext
+    result = runner.invoke(app, ["evaluate", str(tmp_path / "a"), "--plots", str(tmp_path / "plots"),
+                                 "--rank-maps-of", "$\\frac{x$,img000", "-q", "--scores", "msp"])
+    assert result.exit_code == 0, result.output
+    files = os.listdir(tmp_path / "plots")
+    assert sorted(p for p in files if p.startswith("rank_map")) == ["rank_map_frac_x.png", "rank_map_img000.png"]
+    assert {"a_rc.png", "a_reliability.png", "a_vmax_msp.png"} <= set(files)  # the usual figures of pixel rows
+    both = selcal.evaluate([str(tmp_path / "a"), str(tmp_path / "b")], scores=("msp", "max_logit"))
+    assert len(write_rank_maps(both, tmp_path / "p2", count=2)) == 2
+    assert write_rank_maps(both, tmp_path / "p3", count=0) == []
+    with pytest.raises(SelcalError, match="no evaluated image 'nope'"):
+        write_rank_maps(both, tmp_path / "p4", images=["nope"])

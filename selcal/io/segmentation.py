@@ -30,7 +30,7 @@ import numpy as np
 from .base import DumpSource, _fail, _short
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
-           "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout"]
+           "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout", "read_image"]
 
 DEFAULT_PIXELS_PER_IMAGE = 5000
 DEFAULT_SEGMENTATION_IGNORE = 255
@@ -128,6 +128,19 @@ def _array_header(archive: zipfile.ZipFile, name: str):
         else:
             shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
     return shape, dtype
+
+
+def read_image(file, label_names=("label", "labels")) -> tuple[np.ndarray, np.ndarray]:
+    """(logits K x h x w, label of every logit cell h x w) of one image file, e.g. for a figure."""
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            logits = archive["logits"]
+            label = next(archive[k] for k in label_names if k in archive.files)
+    except (OSError, ValueError, KeyError, StopIteration, zipfile.BadZipFile, EOFError) as exc:
+        raise _fail(str(file), None, None, f"not a readable image of a segmentation folder ({_short(exc)})") from None
+    if logits.ndim != 3 or label.ndim != 2:
+        raise _fail(str(file), None, None, "expected logits K x h x w and label H x W; was it changed?")
+    return logits, label_grid(label, logits.shape[1], logits.shape[2])
 
 
 class SegmentationSource(DumpSource):

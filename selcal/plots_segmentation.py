@@ -1,0 +1,221 @@
+"""Uncertainty-rank maps of segmentation images (Xia et al. 2024, figs. 6 and 10).
+
+Every labelled pixel (logit cell) of an image is coloured by the rank of its confidence
+among all evaluated pixels of the model: errors in a sequential colour map, the most
+confident errors brightest; correct pixels grey; void pixels white. One panel per score,
+one row of panels per model (the same image for every model).
+
+Two layers, as in :mod:`selcal.plots`: :func:`rank_map_data` and :func:`choose_images`
+are pure functions of arrays (tested); :func:`figure_rank_maps` only draws. The logits of
+the image are read again from the segmentation folder the model was evaluated on (one
+image at a time); scores are computed with the model's fitted T and p.
+
+References
+----------
+Xia, Laurent, Franchi, Yao, Bursuc: "Understanding Why Label Smoothing Degrades Selective
+Classification and How to Fix It", 2024, figs. 6 and 10.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import scores as scoring
+from .errors import SelcalError
+
+__all__ = ["RankMap", "rank_map_data", "cell_scores", "choose_images", "figure_rank_maps", "write_rank_maps",
+           "DEFAULT_RANK_MAPS", "MOST_CONFIDENT"]
+
+DEFAULT_RANK_MAPS = 3
+MOST_CONFIDENT = 0.1  # images are chosen by their errors among the 10% most confident evaluated pixels
+ERROR_COLOURMAP = "inferno"
+CORRECT_GREY, VOID_WHITE = 0.62, 1.0
+
+
+@dataclass(frozen=True)
+class RankMap:
+    """One panel: ``rank`` (h, w) in [0, 1], the share of evaluated pixels less confident
+    than the cell (ties count one half; 1 = the most confident), NaN on void cells;
+    ``error`` (h, w) bool; ``void`` (h, w) bool."""
+
+    image: str
+    score: str
+    rank: np.ndarray
+    error: np.ndarray
+    void: np.ndarray
+
+
+def rank_map_data(image: str, score: str, cell_values: np.ndarray, predictions: np.ndarray, grid: np.ndarray,
+                  ignore_label: int, evaluated: np.ndarray) -> RankMap:
+    """The rank map of one image and score.
+
+    Parameters
+    ----------
+    cell_values : (h, w) the score of every cell. predictions, grid : (h, w) predicted and
+        true label of every cell. evaluated : the score of every evaluated pixel of the model
+        (all images), against which each cell is ranked.
+
+    Examples
+    --------
+    >>> m = rank_map_data("a", "msp", np.array([[0.1, 0.9]]), np.array([[0, 1]]), np.array([[0, 0]]), 255,
+    ...                   np.array([0.1, 0.5, 0.9, 0.95]))
+    >>> m.rank.tolist(), m.error.tolist()
+    ([[0.125, 0.625]], [[False, True]])
+    """
+    ordered = np.sort(np.asarray(evaluated, dtype=np.float64))
+    values = np.asarray(cell_values, dtype=np.float64)
+    below = np.searchsorted(ordered, values, side="left")
+    not_above = np.searchsorted(ordered, values, side="right")
+    rank = (below + 0.5 * (not_above - below)) / ordered.size
+    void = grid == ignore_label
+    rank = np.where(void, np.nan, rank)
+    return RankMap(image=image, score=score, rank=rank, error=(predictions != grid) & ~void, void=void)
+
+
+def cell_scores(logits: np.ndarray, model) -> dict[str, np.ndarray]:
+    """Every score of ``model`` for the rows of ``logits`` (N, K), with its fitted T and p.
+
+    The same values the evaluation gives those rows. Scores fitted by the registry's own
+    fits (other than pnorm and temp) are left out: the result does not keep their fit.
+    """
+    x = np.asarray(logits, dtype=np.float64)
+    if x.shape[1] == 1:
+        x = np.concatenate([np.zeros_like(x), x], axis=1)
+    out = {}
+    for name, metrics in model.scores.items():
+        if name == "msp":
+            out[name] = scoring.log_msp(x)
+        elif name == "max_logit":
+            out[name] = scoring.max_logit(x)
+        elif name == "pnorm":
+            out[name] = scoring.log_msp(x) if metrics.get("fallback") else \
+                scoring.pnorm(x, int(metrics["p"]), bool(metrics.get("center", True)))
+        elif name == "temp":
+            out[name] = scoring.log_msp(x, 1.0 / float(metrics["temperature"]))
+        else:
+            spec = getattr(scoring, "REGISTRY", {}).get(name)
+            if spec is not None and spec.compute is not None and spec.fit is None:
+                out[name] = spec.compute(scoring.ChunkTerms(x), None)
+    return out
+
+
+def choose_images(models, count: int = DEFAULT_RANK_MAPS, *, score: str | None = None) -> list[int]:
+    """Indices (into the models' image ids) of the ``count`` images with the most confident
+    errors: the most evaluated errors among the ceil(N / 10) most confident evaluated pixels
+    (and their ties), summed
+    over the models, under the first score (ties: the first image id)."""
+    tally = None
+    for model in models:
+        name = score or next(iter(model.score_values))
+        values = np.asarray(model.score_values[name], dtype=np.float64)
+        top = max(1, int(np.ceil(MOST_CONFIDENT * values.size)))  # the 10% most confident (and their ties)
+        threshold = np.partition(values, values.size - top)[values.size - top]
+        confident_errors = (values >= threshold) & ~np.asarray(model.rows.correct, dtype=bool)
+        counts = np.bincount(np.asarray(model.clusters)[confident_errors], minlength=len(model.cluster_names))
+        tally = counts if tally is None else tally + counts
+    order = np.lexsort((np.arange(tally.size), -tally))
+    return [int(i) for i in order[:count]]
+
+
+def _image_panels(model, image: str):
+    """(scores -> RankMap) of one image of a model evaluated on a segmentation folder."""
+    from .io.segmentation import read_image
+
+    pixels = model.extra.get("pixels") or {}
+    ignore = int(pixels.get("ignore_label", 255))
+    logits, grid = read_image(Path(model.path) / f"{image}.npz")
+    k, h, w = logits.shape
+    rows = logits.reshape(k, h * w).T
+    predictions = np.argmax(rows, axis=1).reshape(h, w) if k > 1 else (rows[:, 0] > 0).astype(np.int64).reshape(h, w)
+    values = cell_scores(rows, model)
+    return {name: rank_map_data(image, name, v.reshape(h, w), predictions, grid, ignore,
+                                model.score_values[name]) for name, v in values.items()}
+
+
+def figure_rank_maps(models, image: str):
+    """One figure: a row of panels per model (one per score) for ``image``."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    from .plots import SCORE_LABELS, _new_figure
+
+    panels = [(model, _image_panels(model, image)) for model in models]
+    n_cols = max(len(p) for _, p in panels)
+    first = next(iter(panels[0][1].values()))
+    h, w = first.rank.shape
+    width = min(4.2 * n_cols, 18)
+    figure = _new_figure(width, 0.6 + len(panels) * (width / n_cols) * h / w + 0.5)
+    axes = figure.subplots(len(panels), n_cols, squeeze=False)
+    cmap = colormaps[ERROR_COLOURMAP]
+    for row, (model, maps) in enumerate(panels):
+        for col in range(n_cols):
+            ax = axes[row, col]
+            ax.set_axis_off()
+            if col >= len(maps):
+                continue
+            name, panel = list(maps.items())[col]
+            rgb = np.full(panel.rank.shape + (3,), CORRECT_GREY)
+            rgb[panel.void] = VOID_WHITE
+            rgb[panel.error] = cmap(panel.rank[panel.error])[:, :3]
+            ax.imshow(rgb, interpolation="nearest")
+            shown = int(panel.error.sum())
+            top = int(np.count_nonzero(panel.rank[panel.error] >= 1 - MOST_CONFIDENT))
+            label = SCORE_LABELS.get(name, name)
+            title = f"{model.name}: {label}" if len(models) > 1 else label
+            ax.set_title(f"{title}\n{shown:,} errors, {top:,} in the top {100 * MOST_CONFIDENT:g}% confidence",
+                         parse_math=False, fontsize=9)
+    figure.suptitle(f"Uncertainty rank of the errors in image {image} (grey: correct, white: void)",
+                    parse_math=False, fontsize=10)
+    bar = figure.colorbar(ScalarMappable(Normalize(0, 100), cmap), ax=axes, orientation="horizontal",
+                          fraction=0.05, shrink=0.6, aspect=40)
+    bar.set_label("confidence rank of an error among all evaluated pixels (%; 100 = most confident)",
+                  parse_math=False)
+    return figure
+
+
+def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RANK_MAPS,
+                    images: list[str] | None = None) -> list[Path]:
+    """Write the rank maps of ``result``'s segmentation models into ``folder``; their paths.
+
+    Only models evaluated on a segmentation folder have rank maps (the logits of every cell
+    are read from it); ``images`` names them, else the ``count`` with the most confident errors.
+    """
+    import matplotlib
+
+    from .io import atomic_write
+    from .plots import _STYLE, _render, _safe
+
+    models = [m for m in result.models if _from_folder(m)]
+    if not models or (count == 0 and not images):
+        return []
+    names = models[0].cluster_names
+    if any(list(m.cluster_names) != list(names) for m in models[1:]):
+        raise SelcalError("rank maps of several models need the same images; evaluate the folders of one data set")
+    if images:
+        unknown = [i for i in images if i not in set(names.tolist())]
+        if unknown:
+            raise SelcalError(f"--rank-maps-of: no evaluated image {unknown[0]!r} (e.g. {names[0]!r})")
+        chosen = list(images)
+    else:
+        chosen = [str(names[i]) for i in choose_images(models, count)]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for image in chosen:
+        with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+            data = _render(figure_rank_maps(models, image), fmt)
+        path = folder / f"rank_map_{_safe(image)}.{fmt}"
+        with atomic_write(path, "wb") as out:
+            out.write(data)
+        written.append(path)
+    return written
+
+
+def _from_folder(model) -> bool:
+    from .io.segmentation import is_segmentation_folder
+
+    return getattr(model, "clusters", None) is not None and is_segmentation_folder(str(model.path))
