@@ -54,6 +54,8 @@ th:first-child, td:first-child { text-align: left; }
 thead th { border-bottom: 2px solid #bbb; }
 tr.section td { border-top: 2px solid #bbb; }
 table.settings td { text-align: left; font-family: ui-monospace, monospace; font-size: 0.92em; }
+table.settings th { text-align: left; }
+table.summary td { white-space: nowrap; }
 .warning { color: #8a5300; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(520px, 100%), 1fr)); gap: 0 1.4em;
             grid-auto-flow: dense; }

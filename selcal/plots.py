@@ -83,6 +83,35 @@ SCORE_LABELS = {
 SCORE_COLOURS = {"msp": "#1f77b4", "max_logit": "#ff7f0e", "pnorm": "#2ca02c", "temp": "#9467bd"}
 # temp ranks almost like msp: dashed, so that the curve beneath stays visible.
 SCORE_STYLES = {"temp": (0, (5, 2))}
+# Scores of selcal.scores.REGISTRY beyond the four above take these colours in registry order.
+EXTRA_SCORE_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#d62728")
+
+
+def _score_colour(name: str) -> str:
+    if name in SCORE_COLOURS:
+        return SCORE_COLOURS[name]
+    from .scores import REGISTRY
+
+    extra = [n for n in REGISTRY if n not in SCORE_COLOURS]
+    index = extra.index(name) if name in extra else len(extra)
+    return EXTRA_SCORE_COLOURS[index % len(EXTRA_SCORE_COLOURS)]
+
+
+def _score_style(name: str):
+    """Dashed for temp; dash-dotted for a registry score past the sixth extra colour."""
+    if name in SCORE_STYLES:
+        return SCORE_STYLES[name]
+    from .scores import REGISTRY
+
+    extra = [n for n in REGISTRY if n not in SCORE_COLOURS]
+    return "-." if name not in SCORE_COLOURS and name in extra and extra.index(name) >= 6 else "-"
+
+
+def _all_scores(models, every: bool) -> list[str]:
+    """Scores with a curve, in the order of the models' curves (registry order): those of any
+    model (``every`` False) or of every model."""
+    names = list(dict.fromkeys(s for m in models for s in m.curves))
+    return [s for s in names if (all if every else any)(s in m.curves for m in models)]
 CORRECT_COLOUR, ERROR_COLOUR = "#1f77b4", "#d62728"
 
 
@@ -588,7 +617,7 @@ def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
     entries = [
         (rc_curve_points(curve, max_points),
          f"{_score_label(name, model)}: AURC {_pct(model.scores[name].get('aurc'))}",
-         SCORE_COLOURS.get(name, "0.2"), SCORE_STYLES.get(name, "-"))
+         _score_colour(name), _score_style(name))
         for name, curve in model.curves.items()
     ]
     handles = _draw_rc(ax, entries, error_rate_line=model.error)
@@ -600,7 +629,7 @@ def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
 def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points: int | None = DEFAULT_MAX_POINTS):
     """One panel per score, one curve per model: the "vary only alpha" figure of Xia et al., fig. 1."""
     if scores is None:
-        scores = [s for s in SCORE_LABELS if any(s in m.curves for m in models)]
+        scores = _all_scores(models, every=False)
     scores = list(scores)
     columns = 1 if len(scores) == 1 else 2
     rows = math.ceil(len(scores) / columns)
@@ -646,12 +675,20 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
 
 
 def _probability_scores(model) -> list[tuple[str, np.ndarray]]:
-    """(score, top-label confidence per row) for the probability scores of a model."""
+    """(score, top-label confidence per row) for the probability scores of a model: msp and
+    temp from the per-row reduction, any other probability score of the registry from its
+    per-row value (the log of its top-class probability)."""
+    from .scores import REGISTRY
+
     out = []
-    if "msp" in model.scores:
-        out.append(("msp", np.exp(model.rows.log_msp)))
-    if "temp" in model.scores and model.rows.temp_log_msp is not None:
-        out.append(("temp", np.exp(model.rows.temp_log_msp)))
+    for name in model.scores:
+        if name == "msp":
+            out.append(("msp", np.exp(model.rows.log_msp)))
+        elif name == "temp":
+            if model.rows.temp_log_msp is not None:
+                out.append(("temp", np.exp(model.rows.temp_log_msp)))
+        elif getattr(REGISTRY.get(name), "probability", False) and name in model.score_values:
+            out.append((name, np.exp(np.asarray(model.score_values[name], dtype=np.float64))))
     return out
 
 
@@ -925,7 +962,7 @@ def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores
     if not models:
         return None
     if scores is None:
-        scores = [s for s in SCORE_LABELS if all(s in m.curves for m in models)]
+        scores = _all_scores(models, every=True)
     scores = list(scores)
     stacks = {score: [errors_at_coverage_by_group(m.curves[score], m.score_values[score], m.rows.correct, m.groups,
                                                   coverage) for m in models] for score in scores}
@@ -1058,6 +1095,8 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
     as ``selcal: note: ...``). Nothing is skipped silently.
     """
     notes = notes if notes is not None else []
+    from .scores import REGISTRY as score_registry
+
     models = list(result.models)
     alphas = _validate(fmt, ls_alpha, at_coverage, len(models))
     bins = getattr(result.options, "bins", calibration.DEFAULT_BINS) if result.options is not None else \
@@ -1121,7 +1160,7 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
     for model, alpha, vmax_reason in zip(models, alphas, vmax_reasons):
         jobs = [("rc", "Risk–coverage, one curve per score.", lambda m=model: figure_rc(m, max_points=max_points))]
         has_rows = model.rows is not None
-        if "msp" in model.scores or "temp" in model.scores:
+        if any(getattr(score_registry.get(name), "probability", False) for name in model.scores):
             if has_rows:
                 jobs.append(("reliability", "Reliability diagram and confidence histogram.",
                              lambda m=model: figure_reliability(m, bins)))

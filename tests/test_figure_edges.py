@@ -286,3 +286,25 @@ def test_cli_report_settings_hold_every_option(tmp_path):
     for key, value in (("group_col", "source"), ("bins", "9"), ("aurc_estimator", "trapz"),
                        ("bootstrap_resamples", "20"), ("label_col", "label"), ("plot_format", "png")):
         assert re.search(rf"\b{key}\s+{value}\b", settings), key
+
+
+# ======================================================== every score of the registry
+def test_every_registered_score_is_drawn_with_its_own_colour():
+    from selcal.scores import REGISTRY, score_names
+
+    names = score_names(["all"])
+    logits, labels = logits_for(1400, seed=8)
+    m = selcal.evaluate_arrays(logits[400:], labels[400:], logits[:400], labels[:400],
+                               options=selcal.Options(scores=names), name="all")
+    rc = plots.figure_rc(m)
+    lines = [line for line in rc.axes[0].lines if line.get_gid() != "error rate"]
+    assert len(lines) == len(names)
+    assert len({(line.get_color(), str(line.get_linestyle())) for line in lines}) == len(names)
+    overlay = plots.figure_rc_overlay([m, m])
+    assert [ax.get_title() for ax in overlay.axes if ax.get_visible()] == [plots.SCORE_LABELS.get(n, n) for n in names]
+    probability = [n for n in names if REGISTRY[n].probability]
+    reliability = plots.figure_reliability(m, 15)
+    assert len(reliability.axes) == 2 * len(probability)
+    for name in probability:  # each panel's bins give the reported ECE
+        data = plots.reliability_data(np.exp(m.score_values[name]), m.rows.correct, 15)
+        assert data.ece() == pytest.approx(m.scores[name]["ece"], abs=1e-12), name
