@@ -284,7 +284,7 @@ def test_cli_report_settings_hold_every_option(tmp_path):
     text = re.sub(r"<[^>]+>", " ", report.read_text(encoding="utf-8"))
     settings = text[text.index("Settings"):]
     for key, value in (("group_col", "source"), ("bins", "9"), ("aurc_estimator", "trapz"),
-                       ("bootstrap_resamples", "20"), ("label_col", "label"), ("plot_format", "png")):
+                       ("bootstrap_resamples", "20"), ("plot_format", "png")):
         assert re.search(rf"\b{key}\s+{value}\b", settings), key
 
 
