@@ -50,7 +50,7 @@ Efron & Tibshirani, "An introduction to the bootstrap", 1993, ch. 13 (percentile
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -554,13 +554,14 @@ def check_arguments(resamples: int, confidence: float) -> None:
 
 # --------------------------------------------------------------------------- refit
 def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: np.ndarray,
-                  scores: tuple[str, ...] = ("pnorm", "temp")) -> dict[str, dict[str, np.ndarray]]:
+                  scores: tuple[str, ...] = ("pnorm", "temp"),
+                  progress: Callable[[int], None] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Metrics of the fitted scores when T and p are refitted on every resample.
 
     Resample i is literally :func:`selcal.evaluate_arrays` fitted on the validation rows
     ``val_draws[i]`` and measured on the evaluation rows ``eval_draws[i]`` (one full
     evaluation per resample: slow, but the same code as the point estimate). Also returns
-    each resample's temperature.
+    each resample's temperature. ``progress(i)`` is called after the i-th resample.
     """
     from .evaluate import evaluate_arrays
 
@@ -576,6 +577,8 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
                                             dtype=np.float64)
                               for key in _interval_keys(name, model.scores[name])}
                        for name in wanted})
+        if progress is not None:
+            progress(i + 1)
     return _stack(blocks)
 
 
@@ -590,8 +593,11 @@ def _interval_keys(name: str, metrics: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------- intervals
 def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | None,
-                 options) -> dict[str, dict[str, np.ndarray]]:
-    """Every metric on ``resamples`` resamples; fitted scores refitted when ``refit`` is given."""
+                 options, progress: Callable[[int], None] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Every metric on ``resamples`` resamples; fitted scores refitted when ``refit`` is given.
+
+    ``progress(done)`` is called with the number of resamples done (after each block, and
+    after each refitted resample)."""
     if data.clusters is not None:
         return _cluster_metrics(data, resamples, seed, refit)
     fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
@@ -600,13 +606,18 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     val_rng = np.random.default_rng([seed, 1])
     val_order = validation_order(refit) if fitted else None
     values = _Values(resamples)
+    done = 0
     for draws in draw_resamples(data.n, resamples, seed, data.bins):
         block = prepared.metrics(draws)
         if fitted:
             n_val = val_order.size
             val_draws = val_rng.integers(0, n_val, size=(draws.shape[0], n_val), dtype=np.int64)
-            block.update(refit_metrics(refit, options, order[draws], val_order[val_draws], fitted))
+            block.update(refit_metrics(refit, options, order[draws], val_order[val_draws], fitted,
+                                       progress=None if progress is None else lambda i, d=done: progress(d + i)))
         values.add(block)
+        done += draws.shape[0]
+        if progress is not None:
+            progress(done)
     return values.values
 
 
@@ -672,7 +683,8 @@ def canonical_order(*datas: RowData) -> np.ndarray:
 
 def model_intervals(model: ModelResult, *, resamples: int = 1000, seed: int = 0,
                     confidence: float = DEFAULT_CONFIDENCE, options=None,
-                    refit: RefitData | None = None) -> dict[str, dict[str, list[float] | None]]:
+                    refit: RefitData | None = None,
+                    progress: Callable[[int], None] | None = None) -> dict[str, dict[str, list[float] | None]]:
     """Percentile intervals of every metric of one model: ``{"model": {...}, score: {...}}``.
 
     ``refit``: the model's logits, to refit T and p on every resample (see the module notes).
@@ -681,11 +693,12 @@ def model_intervals(model: ModelResult, *, resamples: int = 1000, seed: int = 0,
 
     options = options or Options()
     return row_intervals(RowData.from_model(model, options), resamples=resamples, seed=seed,
-                         confidence=confidence, refit=refit, options=options)
+                         confidence=confidence, refit=refit, options=options, progress=progress)
 
 
 def row_intervals(data: RowData, *, resamples: int = 1000, seed: int = 0, confidence: float = DEFAULT_CONFIDENCE,
-                  refit: RefitData | None = None, options=None) -> dict[str, dict[str, list[float] | None]]:
+                  refit: RefitData | None = None, options=None,
+                  progress: Callable[[int], None] | None = None) -> dict[str, dict[str, list[float] | None]]:
     """Percentile intervals of every metric from per-row arrays (see :func:`model_intervals`).
 
     Examples
@@ -696,7 +709,7 @@ def row_intervals(data: RowData, *, resamples: int = 1000, seed: int = 0, confid
     True
     """
     check_arguments(resamples, confidence)
-    values = _all_metrics(data, resamples, seed, refit, options)
+    values = _all_metrics(data, resamples, seed, refit, options, progress)
     return {level: {m: percentile_interval(v, confidence) for m, v in metrics.items()}
             for level, metrics in values.items()}
 
@@ -715,7 +728,8 @@ class BootstrappedResult(EvaluationResult):
 
 def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int = 0,
                   confidence: float = DEFAULT_CONFIDENCE,
-                  refit: Sequence[RefitData | None] | None = None) -> BootstrappedResult:
+                  refit: Sequence[RefitData | None] | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> BootstrappedResult:
     """Bootstrap intervals for every model of ``result`` (the ``--bootstrap`` of ``selcal evaluate``).
 
     Each score's dict gets ``"ci": {metric: [low, high] | None}`` and each model's
@@ -724,14 +738,17 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
     ``"bootstrap": {"resamples", "seed", "confidence", "refit"}``.
 
     ``refit``: one :class:`RefitData` (or None: nothing fitted) per model, to refit T and p
-    on every resample.
+    on every resample. ``progress(done, total)``: resamples done over all models.
     """
     check_arguments(resamples, confidence)
     if refit is not None and len(refit) != len(result.models):
         raise ValueError("refit needs one RefitData per model")
+    total = resamples * len(result.models)
     for index, model in enumerate(result.models):
         intervals = model_intervals(model, resamples=resamples, seed=seed, confidence=confidence,
-                                    options=result.options, refit=None if refit is None else refit[index])
+                                    options=result.options, refit=None if refit is None else refit[index],
+                                    progress=None if progress is None else
+                                    lambda done, offset=index * resamples: progress(offset + done, total))
         model.extra["ci"] = intervals.pop("model", {})
         if getattr(model, "clusters", None) is not None:  # pixel rows: whole images were resampled
             model.extra["ci_resampled"] = "images"
@@ -747,7 +764,8 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
 
 # --------------------------------------------------------------------------- paired
 def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples: int = 1000, seed: int = 0,
-                       confidence: float = DEFAULT_CONFIDENCE, options=None) -> dict[str, dict[str, dict]]:
+                       confidence: float = DEFAULT_CONFIDENCE, options=None,
+                       progress: Callable[[int, int], None] | None = None) -> dict[str, dict[str, dict]]:
     """B - A for every metric both models have, with a paired percentile interval.
 
     The two models must hold the same evaluation rows in the same order; every resample
@@ -770,6 +788,8 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
         a, b = prepared_a.metrics(draws), prepared_b.metrics(draws)
         collected.add({level: {m: b[level][m] - a[level][m] for m in a[level] if m in b.get(level, {})}
                        for level in a if level in b})
+        if progress is not None:
+            progress(collected.filled, resamples)
     differences = collected.values
     points_a, points_b = _points(model_a), _points(model_b)
     out: dict[str, dict[str, dict]] = {}

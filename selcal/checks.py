@@ -437,10 +437,11 @@ class Report:
             console.print(f"note: {note}", markup=False, soft_wrap=True, highlight=False)
         if not show_all:
             n_close = sum(1 for r in self.rows if r.close)
-            console.print(f"note: shown: the {len(self.failures)} failed and {n_close} close metrics of "
-                          f"{len(self.rows)} (close: within {100 * CLOSE:g}% of a bound, a tolerance or "
-                          "separate intervals); --all shows every metric", markup=False, soft_wrap=True,
-                          highlight=False)
+            close = f"close: within {100 * CLOSE:g}% of a bound, a tolerance or separate intervals"
+            text = (f"shown: {len(self.failures)} failed and {n_close} close of {len(self.rows)} metrics ({close}); "
+                    "--all shows every metric") if shown else \
+                f"no metric failed or came close ({close}); --all shows all {len(self.rows)}"
+            console.print(f"note: {text}", markup=False, soft_wrap=True, highlight=False)
         style = "bold red" if self.failures else "bold green"
         console.print(f"[{style}]{escape(self.summary())}[/{style}]", soft_wrap=True)
 
@@ -780,8 +781,10 @@ def _evaluation_pair(a, b, val_a, val_b, options):
 def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str | None = None,
                   logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
                   seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
-                  only: Sequence[Spec] = ()) -> Report:
-    """``selcal compare``: evaluate two dumps on the same rows and judge B - A with paired intervals."""
+                  only: Sequence[Spec] = (), progress=None) -> Report:
+    """``selcal compare``: evaluate two dumps on the same rows and judge B - A with paired intervals.
+
+    ``progress(done, total)``: paired resamples done (for a progress bar)."""
     from .bootstrap import paired_differences
     from .evaluate import Options, evaluate_arrays
     from .io import read_dump
@@ -811,7 +814,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     model_a = evaluate(fit_a, eval_a, name_a, a.path)
     model_b = evaluate(fit_b, eval_b, name_b, b.path)
     differences = paired_differences(model_a, model_b, resamples=resamples, seed=seed, confidence=confidence,
-                                     options=options)
+                                     options=options, progress=progress)
     report = compare(model_a, model_b, differences, tolerances=tolerances, only=only, path_a=a.path, path_b=b.path,
                      confidence=confidence, resamples=resamples, seed=seed)
     if rule == "holdout":

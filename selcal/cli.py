@@ -84,6 +84,7 @@ def main(
 
 @app.command()
 def evaluate(
+    ctx: typer.Context,
     files: List[Path] = typer.Argument(..., help="TEST dumps (Parquet or .npz), one model each.", show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
@@ -194,7 +195,37 @@ def evaluate(
     if not quiet:
         for note in figure_notes:
             typer.echo(f"selcal: {note}", err=True)
+    fitted = set(options.scores)
+    _note_ignored(ctx, [
+        ("at_coverage", "--at-coverage", group_col is not None and (plots_dir or report_path),
+         "it needs --group-col and --plots or --report"),
+        ("ls_alpha", "--ls-alpha", plots_dir or report_path, "it needs --plots or --report"),
+        ("plot_format", "--plot-format", plots_dir, "it needs --plots"),
+        ("bootstrap_refit", "--bootstrap-refit", bootstrap, "it needs --bootstrap B"),
+        ("confidence", "--confidence", bootstrap, "it needs --bootstrap B"),
+        ("sort_by", "--sort-by", len(files) > 1, "one TEST file: no leaderboard to sort"),
+        ("details", "--details", len(files) > 1, "one TEST file: its table is shown anyway"),
+        ("p_grid", "--p-grid", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
+        ("center", "--center/--no-center", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
+        ("pnorm_objective", "--pnorm-objective", "pnorm" in fitted, "pnorm is not in --scores"),
+        ("temp_objective", "--temp-objective", "temp" in fitted, "temp is not in --scores"),
+        ("val_fraction", "--val-fraction", any(m.split == "holdout" for m in result.models),
+         "no random hold-out: the validation rows come from --val or a split column, or no score is fitted"),
+    ])
     show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
+
+
+def _note_ignored(ctx: typer.Context, rules) -> None:
+    """Name, in one ``selcal: note:`` line on stderr, every option the user gave that has no
+    effect with these inputs (rules: (parameter, flag, has an effect, why not)), rather than
+    ignore it silently. Printed whatever -q or --no-warnings say: it is about the command, not the data."""
+    given = [(flag, why) for name, flag, effect, why in rules
+             if not effect and ctx.get_parameter_source(name) is not None
+             and ctx.get_parameter_source(name).name not in ("DEFAULT", "DEFAULT_MAP")]
+    if given:
+        sys.stdout.flush()
+        typer.echo("selcal: note: ignored, no effect with these inputs: "
+                   + "; ".join(f"{flag} ({why})" for flag, why in given), err=True)
 
 
 def show_warnings(warnings, silenced: bool = False) -> None:
@@ -338,7 +369,9 @@ def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, 
     from .checks import refit_data
 
     data = refit_data([str(f) for f in files], [str(v) for v in val] if val else None, options, **read) if refit else None
-    return add_intervals(result, resamples=resamples, seed=seed, confidence=confidence, refit=data)
+    with _count_bar("bootstrap resamples" + (", T and p refitted" if refit else "")) as progress:
+        return add_intervals(result, resamples=resamples, seed=seed, confidence=confidence, refit=data,
+                             progress=progress)
 
 
 def _write_report(report, json_path: Optional[str], markdown_path: Optional[str], junit_path: Optional[str]) -> None:
@@ -367,6 +400,11 @@ def _finish(report, json_path, markdown_path, junit_path, quiet: bool, no_warnin
     raise typer.Exit(report.exit_code)
 
 
+def _all_rule(quiet, *outputs):
+    """--all of check/compare: only the terminal table has rows to leave out."""
+    return ("show_all", "--all", not quiet and "-" not in outputs, "no table is shown with -q or an output to '-'")
+
+
 def _check_outputs(*paths: Optional[str]) -> None:
     for path in paths:
         if path not in (None, "-"):
@@ -386,6 +424,7 @@ _BOUND_HELP = "METRIC=VALUE, METRIC as msp.aurc, aurc (every score), accuracy or
 
 @app.command()
 def check(
+    ctx: typer.Context,
     current: Path = typer.Argument(..., help="Result JSON to check (`selcal evaluate --json`).", show_default=False),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Result JSON to compare against."),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
@@ -414,11 +453,14 @@ def check(
                               only=only, current_path=str(current), baseline_path=str(baseline))
     except SelcalError as exc:
         _fail(str(exc))
+    _note_ignored(ctx, [("metric", "--metric", baseline is not None, "it restricts the comparison with --baseline"),
+                        _all_rule(quiet, json_path, markdown_path, junit_path)])
     _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
 
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     file_a: Path = typer.Argument(..., metavar="A", help="Dump of the reference model.", show_default=False),
     file_b: Path = typer.Argument(..., metavar="B", help="Dump of the model to judge, on the same rows.", show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
@@ -456,13 +498,15 @@ def compare(
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
         _check_outputs(json_path, markdown_path, junit_path)
-        report = checks.compare_files(
-            file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
-            logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed, confidence=confidence,
-            tolerances=tolerances, only=only,
-        )
+        with _count_bar("paired bootstrap resamples") as progress:
+            report = checks.compare_files(
+                file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
+                logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed,
+                confidence=confidence, tolerances=tolerances, only=only, progress=progress,
+            )
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
+    _note_ignored(ctx, [_all_rule(quiet, json_path, markdown_path, junit_path)])
     _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
 
 
@@ -628,7 +672,8 @@ def _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet) -
 
 @contextmanager
 def _count_bar(what: str, enabled: bool = True):
-    """``progress(done, total)`` for work counted in pieces (models, parts): only on a terminal."""
+    """``progress(done, total)`` for work counted in pieces (models, parts, bootstrap resamples): a
+    transient bar on stderr, only on a terminal; None (nothing shown) in a pipe or a CI log."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

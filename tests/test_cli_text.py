@@ -310,11 +310,11 @@ def test_check_shows_failed_and_close_rows_by_default_and_all_with_all(cli, tmp_
     assert result.exit_code == 1
     shown = {line.split("│")[0].strip() for line in result.stdout.splitlines() if "│" in line}
     assert shown == {"msp AURC", "msp ECE"}  # failed, close (0.0009 of 0.001); not AUROC, accuracy, error
-    assert "(close)" in result.stdout and "--all shows every metric" in result.stdout
+    assert "(close)" in result.stdout and "shown: 1 failed and 1 close of 6 metrics" in result.stdout
     every = cli(*args, "--all")
     shown = {line.split("│")[0].strip() for line in every.stdout.splitlines() if "│" in line}
     assert shown == {"msp AURC", "msp ECE", "msp AUROC", "accuracy", "error", "class-wise ECE"}
-    assert "--all shows" not in every.stdout
+    assert "--all shows" not in every.stdout and "shown:" not in every.stdout
 
 
 def test_check_tables_fit_100_columns(cli, dumps, tmp_path):
@@ -323,7 +323,7 @@ def test_check_tables_fit_100_columns(cli, dumps, tmp_path):
     for extra in ([], ["--all"], ["--max", "msp.aurc=0.5"]):
         result = cli("check", out, "--baseline", out, *extra)
         table = [line for line in result.stdout.splitlines() if set(line) & set("│┃━")]
-        assert table or "0 close" in result.stdout
+        assert table or "no metric failed or came close" in result.stdout
         assert all(len(line) <= 100 for line in table), max(map(len, table))
 
 
@@ -352,3 +352,122 @@ def test_check_refuses_a_metric_that_is_not_a_number_or_null(cli, tmp_path, wher
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"selcal: error: {path}: model 'resnet', key '{key}': ")
     assert "not a number or null" in result.stderr
+
+
+# ============================================================= 8. options without an effect
+NOTE = "selcal: note: ignored, no effect with these inputs: "
+
+
+def _notes(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("selcal: note:")]
+
+
+def test_options_without_effect_are_named_in_one_note_line(cli, dumps):
+    path = _split_dump(dumps)
+    result = cli("evaluate", path, "-q", "--scores", "msp,max_logit", "--at-coverage", "0.2", "--ls-alpha", "0.1",
+                 "--confidence", "0.9", "--bootstrap-refit", "--sort-by", "accuracy", "--p-grid", "1-3",
+                 "--no-center", "--pnorm-objective", "augrc", "--temp-objective", "aurc", "--val-fraction", "0.3",
+                 "--plot-format", "svg", "--details")
+    assert result.exit_code == 0, result.stderr
+    notes = _notes(result)
+    assert len(notes) == 1 and notes[0].startswith(NOTE)
+    named = re.findall(r"(--[a-z-]+(?:/--[a-z-]+)?) \(", notes[0])
+    assert named == ["--at-coverage", "--ls-alpha", "--plot-format", "--bootstrap-refit", "--confidence", "--sort-by",
+                     "--details", "--p-grid", "--center/--no-center", "--pnorm-objective", "--temp-objective",
+                     "--val-fraction"]
+
+
+def test_defaults_and_options_in_use_give_no_note(cli, dumps, tmp_path):
+    path = _split_dump(dumps)
+    logits, labels = make_data(n=400, seed=7)
+    holdout = dumps.npz("holdout.npz", logits, labels)
+    assert _notes(cli("evaluate", path, "-q")) == []
+    used = cli("evaluate", holdout, path, "-q", "--bootstrap", "20", "--confidence", "0.9", "--sort-by", "accuracy",
+               "--p-grid", "1-3", "--val-fraction", "0.3", "--temp-objective", "aurc")
+    assert used.exit_code == 0 and _notes(used) == [], used.stderr
+    # --at-coverage with --group-col but no figure asked for is still named
+    grouped = cli("evaluate", path, "-q", "--at-coverage", "0.2", "--group-col", "label")
+    assert any("--at-coverage" in n for n in _notes(grouped)), grouped.stderr
+
+
+def test_check_and_compare_name_their_ignored_options(cli, tmp_path, dumps):
+    current = tmp_path / "c.json"
+    current.write_text(json.dumps(_result("m", {"aurc": 0.05, "auroc": 0.9})))
+    result = cli("check", current, "--max", "aurc=1", "--metric", "aurc", "--all", "-q")
+    assert result.exit_code == 0
+    assert _notes(result) == [NOTE + "--metric (it restricts the comparison with --baseline); "
+                                     "--all (no table is shown with -q or an output to '-')"]
+    logits, labels = make_data(n=300, seed=8)
+    a = dumps.npz("a.npz", logits, labels)
+    compared = cli("compare", a, a, "--bootstrap", "20", "--all", "--json", "-")
+    assert _notes(compared) == [NOTE + "--all (no table is shown with -q or an output to '-')"]
+
+
+# ======================================================================== 9. progress bars
+def test_bootstrap_progress_reaches_every_resample():
+    from selcal.bootstrap import add_intervals
+
+    models = []
+    for i in range(2):
+        logits, labels = make_data(n=300, seed=30 + i)
+        models.append(selcal.evaluate_arrays(logits, labels, logits[:100], labels[:100], name=f"m{i}"))
+    calls = []
+    add_intervals(selcal.EvaluationResult(models, selcal.Options()), resamples=40,
+                  progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (80, 80) and all(t == 80 for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_refit_progress_counts_each_refitted_resample():
+    from selcal.bootstrap import RefitData, add_intervals
+
+    logits, labels = make_data(n=300, seed=40)
+    val_logits, val_labels = make_data(n=200, seed=41)
+    model = selcal.evaluate_arrays(logits, labels, val_logits, val_labels, name="m")
+    calls = []
+    add_intervals(selcal.EvaluationResult([model], selcal.Options()), resamples=6,
+                  refit=[RefitData(logits, labels, val_logits, val_labels)],
+                  progress=lambda done, total: calls.append(done))
+    assert calls[:6] == [1, 2, 3, 4, 5, 6]  # one step per refitted resample, then the block
+
+
+@pytest.mark.parametrize("command", ["evaluate", "compare"])
+def test_progress_only_on_a_terminal(cli, dumps, command):
+    logits, labels = make_data(n=300, seed=9)
+    path = dumps.npz("m.npz", logits, labels)
+    args = ["evaluate", path, "--bootstrap", "30", "-q"] if command == "evaluate" else \
+        ["compare", path, path, "--bootstrap", "30", "-q"]
+    piped = cli(*args)
+    assert piped.exit_code == 0 and "resamples" not in piped.stderr
+    terminal = cli(*args, env={"FORCE_COLOR": "1", "TERM": "xterm"})  # rich takes stderr for a terminal
+    assert terminal.exit_code == 0 and "bootstrap resamples" in terminal.stderr
+
+
+# ===================================================================== 10. README install lines
+def _readme() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_installs_from_the_clone_without_placeholders():
+    text = _readme()
+    installs = re.findall(r"pip install ([^\n`#&]+)", text)
+    assert installs
+    for target in installs:
+        first = target.split()[0].strip("'\"")
+        assert first in (".", "-e") or first.startswith((".[", "./")), target  # selcal is not on PyPI
+    assert "OWNER" not in text and "selcal @ git+" not in text and "pip install 'selcal[" not in text
+
+
+def test_readme_ci_job_uses_only_existing_options(cli):
+    text = _readme()
+    job = text[text.index("# .github/workflows/selcal.yml"):]
+    job = job[:job.index("```")]
+    assert "pip install ." in job
+    commands = re.findall(r"selcal (evaluate|check|compare) ((?:[^\n]|\\\n)+)", job.replace("\\\n", " "))
+    assert {c for c, _ in commands} >= {"evaluate", "check"}
+    for command, args in commands:
+        help_text = cli(command, "-h").stdout
+        for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", args):
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", help_text), (command, flag)
