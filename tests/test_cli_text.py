@@ -437,9 +437,10 @@ def test_progress_only_on_a_terminal(cli, dumps, command):
     path = dumps.npz("m.npz", logits, labels)
     args = ["evaluate", path, "--bootstrap", "30", "-q"] if command == "evaluate" else \
         ["compare", path, path, "--bootstrap", "30", "-q"]
-    piped = cli(*args)
+    piped = cli(*args, env={"FORCE_COLOR": None, "TTY_COMPATIBLE": None})
     assert piped.exit_code == 0 and "resamples" not in piped.stderr
-    terminal = cli(*args, env={"FORCE_COLOR": "1", "TERM": "xterm"})  # rich takes stderr for a terminal
+    # rich takes stderr for an interactive terminal
+    terminal = cli(*args, env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm"})
     assert terminal.exit_code == 0 and "bootstrap resamples" in terminal.stderr
 
 
