@@ -126,7 +126,7 @@ def evaluate(
     from rich.console import Console
 
     from .evaluate import model_jobs, run_jobs
-    from .io import atomic_write
+    from .io import Outputs
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
@@ -135,17 +135,15 @@ def evaluate(
             from .bootstrap import check_arguments
 
             check_arguments(bootstrap, confidence)  # before the work, not after it
-        stdout_outputs = [p for p in (json_path, csv_path, markdown_path) if p == "-"]
-        if len(stdout_outputs) > 1:
-            raise SelcalError("only one of --json, --csv and --markdown can write to stdout ('-')")
-        for output in (json_path, csv_path, markdown_path):
-            if output not in (None, "-"):
-                _check_writable(Path(output))
+        outputs = Outputs(inputs=[*files, *(val or [])])
+        stdout_outputs = _check_outputs(outputs, {"--json": json_path, "--csv": csv_path, "--markdown": markdown_path})
         from .report import leaderboard, leaderboard_csv, leaderboard_markdown
 
         if sort_by:
             leaderboard(type("Empty", (), {"models": []})(), sort_by)  # refuse a bad column before the work
         figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files))
+        stdout_outputs += _check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
+        outputs.check_folder(plots_dir, f".{plot_format}")
         jobs = model_jobs([str(f) for f in files], [str(v) for v in val] if val else None, options=options,
                           label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
                           pixels_per_image=pixels_per_image)
@@ -160,26 +158,23 @@ def evaluate(
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
                                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
-        if json_path == "-":
-            sys.stdout.write(result.to_json())
-        elif json_path is not None:
-            with atomic_write(json_path) as out:
-                out.write(result.to_json())
         board = leaderboard(result, sort_by)
-        for output, render in ((csv_path, leaderboard_csv), (markdown_path, leaderboard_markdown)):
-            if output == "-":
-                sys.stdout.write(render(board))
-            elif output is not None:
-                with atomic_write(output) as out:
-                    out.write(render(board))
-        figure_notes = _write_figures(result, plots_dir, report_path, **figure_options, run_settings={
-            "label_col": label_col, "logits_col": logits_col, "ignore_label": ignore_label, "group_col": group_col})
-        if plots_dir is not None:
-            figure_notes += _write_rank_maps(result, plots_dir, plot_format, rank_maps, rank_maps_of)
+        with outputs:  # every output appears together at the end of this block, or none does
+            if json_path is not None:
+                outputs.write(json_path, result.to_json())
+            for output, render in ((csv_path, leaderboard_csv), (markdown_path, leaderboard_markdown)):
+                if output is not None:
+                    outputs.write(output, render(board))
+            figure_notes = _write_figures(result, plots_dir, report_path, outputs=outputs, **figure_options,
+                                          run_settings={"label_col": label_col, "logits_col": logits_col,
+                                                        "ignore_label": ignore_label, "group_col": group_col})
+            if plots_dir is not None:
+                figure_notes += _write_rank_maps(result, plots_dir, plot_format, rank_maps, rank_maps_of,
+                                                 outputs=outputs)
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     except OSError as exc:  # a full disk or a vanished folder while writing
-        _fail(f"{exc.filename or json_path}: cannot write ({exc.strerror or exc}); free space or choose another path")
+        _fail(_write_error(exc))
     if not quiet and not stdout_outputs:
         from .report import render_leaderboard, render_table
 
@@ -255,16 +250,10 @@ def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, 
             raise SelcalError(f"--ls-alpha takes one value or one per TEST file ({n_files}); got {len(alphas)}")
         if any(not 0 <= a < 1 for a in alphas):
             raise SelcalError(f"--ls-alpha must be in [0, 1), e.g. 0.1; got {ls_alpha!r}")
-    if plots_dir is not None and plots_dir.exists() and not plots_dir.is_dir():
-        raise SelcalError(f"{plots_dir}: is a file; --plots takes a folder (created if missing)")
-    inside_plots = plots_dir is not None and report_path is not None and \
-        report_path.parent.resolve() == plots_dir.resolve()
-    if report_path is not None and not inside_plots:  # the plot folder is created before the report is written
-        _check_writable(report_path)
     return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage}
 
 
-def _write_rank_maps(result, plots_dir, fmt, count, of) -> list[str]:
+def _write_rank_maps(result, plots_dir, fmt, count, of, *, outputs=None) -> list[str]:
     """--plots on segmentation folders: the uncertainty-rank maps (selcal/plots_segmentation.py)."""
     if count < 0:
         raise SelcalError(f"--rank-maps takes a number of images, 0 or more; got {count}")
@@ -273,12 +262,13 @@ def _write_rank_maps(result, plots_dir, fmt, count, of) -> list[str]:
     from .plots_segmentation import write_rank_maps
 
     images = [i.strip() for i in of.split(",") if i.strip()] if of else None
-    written = write_rank_maps(result, plots_dir, fmt, count=count, images=images)
+    written = write_rank_maps(result, plots_dir, fmt, count=count, images=images, outputs=outputs)
     return [f"{len(written)} rank maps written to {plots_dir}"] if written else []
 
 
-def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage, run_settings=None) -> list[str]:
-    """--plots and --report: matplotlib is imported only here, when one of them is asked for.
+def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at_coverage,
+                   run_settings=None) -> list[str]:
+    """--plots and --report, staged in ``outputs``: matplotlib is imported only here, when one is asked for.
 
     Returns the lines to print: each figure not drawn (``note: ...``, with the reason), then
     what was written."""
@@ -289,7 +279,8 @@ def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage
         from .plots import write_plots
 
         figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
-                              keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped)
+                              keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped,
+                              outputs=outputs)
         written.append(f"{len(figures)} figures written to {plots_dir}")
     if report_path is not None:
         from .html_report import write_report
@@ -297,7 +288,7 @@ def _write_figures(result, plots_dir, report_path, *, fmt, ls_alpha, at_coverage
         write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
                      ls_alpha=ls_alpha, at_coverage=at_coverage,
                      plot_settings={"plot_format": fmt, **(run_settings or {})},
-                     notes=skipped)
+                     notes=skipped, outputs=outputs)
         written.append(f"report written to {report_path}")
     return [f"note: {line}" for line in dict.fromkeys(skipped)] + written
 
@@ -332,22 +323,70 @@ def _progress_bar():
         bar.stop()
 
 
-def _check_writable(path: Path) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise SelcalError(f"{path}: folder '{folder}' does not exist; create it first")
-    if path.is_dir():
-        raise SelcalError(f"{path}: is a folder; give a file name for the output")
-    import os
+def _check_outputs(outputs, paths: dict, already: list[str] = (), make_parents: bool = False) -> list[str]:
+    """Check the output paths before any work; the options among them that write to stdout (one at most)."""
+    to_stdout = []
+    for option, path in paths.items():
+        target = outputs.check(None if path is None else str(path), make_parents=make_parents)
+        if target is not None and target.is_stdout:
+            to_stdout.append(option)
+    if len(to_stdout) + len(already) > 1:
+        names = ", ".join([*already, *to_stdout])
+        raise SelcalError(f"only one output can go to stdout ('-' or /dev/stdout); got {names}")
+    return to_stdout
 
-    if not os.access(folder, os.W_OK):
-        raise SelcalError(f"{path}: folder '{folder}' is not writable; choose another output path")
+
+def _write_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}cannot write ({exc.strerror or exc}); free space or choose another path"
+
+
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM, raised where the run is so that every ``finally`` and discard runs.
+
+    Not a KeyboardInterrupt: Click would turn that into its own exit before selcal could say why.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNAL_LINES = {"SIGINT": "selcal: aborted", "SIGTERM": "selcal: terminated"}
+
+
+def _raise_signal(signum, frame) -> None:
+    raise _Signalled(signum)
+
+
+def _catch_signals() -> None:
+    """SIGINT and SIGTERM end the run through :class:`_Signalled` (only the main thread may set handlers)."""
+    import signal
+
+    for name in _SIGNAL_LINES:
+        try:
+            signal.signal(getattr(signal, name), _raise_signal)
+        except (AttributeError, ValueError, OSError):
+            pass
 
 
 def run() -> None:
-    """Console entry point: usage errors as one ``selcal: error:`` line, exit status 2."""
+    """Console entry point: usage errors as one ``selcal: error:`` line, exit status 2.
+
+    Ctrl-C prints ``selcal: aborted`` and exits 130, SIGTERM ``selcal: terminated`` and 143, after
+    the temporary files of the outputs are removed.
+    """
+    import signal
+
+    _catch_signals()
     try:
         code = app(standalone_mode=False)
+    except _Signalled as exc:
+        for name in _SIGNAL_LINES:  # a second signal now would cut the line short
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        line = _SIGNAL_LINES.get(signal.Signals(exc.signum).name, "selcal: aborted")
+        typer.echo(line, err=True)
+        code = 128 + exc.signum
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:
@@ -374,27 +413,20 @@ def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, 
                              progress=progress)
 
 
-def _write_report(report, json_path: Optional[str], markdown_path: Optional[str], junit_path: Optional[str]) -> None:
-    from .io import atomic_write
-
-    for path, text in ((json_path, report.to_json), (markdown_path, report.to_markdown), (junit_path, report.to_junit)):
-        if path == "-":
-            sys.stdout.write(text())
-        elif path is not None:
-            with atomic_write(path) as out:
-                out.write(text())
-
-
-def _finish(report, json_path, markdown_path, junit_path, quiet: bool, no_warnings: bool = False,
-            show_all: bool = False) -> None:
-    """Write a check/compare report where asked, show it, and exit with its status (0, 1)."""
+def _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout: list[str], quiet: bool,
+            no_warnings: bool = False, show_all: bool = False) -> None:
+    """Write a check/compare report where asked (all files or none), show it, and exit with its status (0, 1)."""
     try:
-        _write_report(report, json_path, markdown_path, junit_path)
+        with outputs:
+            for path, text in ((json_path, report.to_json), (markdown_path, report.to_markdown),
+                               (junit_path, report.to_junit)):
+                if path is not None:
+                    outputs.write(path, text())
     except SelcalError as exc:
         _fail(str(exc))
     except OSError as exc:
-        _fail(f"{exc.filename}: cannot write ({exc.strerror or exc}); free space or choose another path")
-    if not quiet and "-" not in (json_path, markdown_path, junit_path):
+        _fail(_write_error(exc))
+    if not quiet and not to_stdout:
         report.render(_report_console(), show_all=show_all)
     show_warnings(report.warnings, no_warnings)
     raise typer.Exit(report.exit_code)
@@ -403,12 +435,6 @@ def _finish(report, json_path, markdown_path, junit_path, quiet: bool, no_warnin
 def _all_rule(quiet, *outputs):
     """--all of check/compare: only the terminal table has rows to leave out."""
     return ("show_all", "--all", not quiet and "-" not in outputs, "no table is shown with -q or an output to '-'")
-
-
-def _check_outputs(*paths: Optional[str]) -> None:
-    for path in paths:
-        if path not in (None, "-"):
-            _check_writable(Path(path))
 
 
 def _report_console():
@@ -440,13 +466,15 @@ def check(
 ):
     """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
     from . import checks
+    from .io import Outputs
 
     try:
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         maxima = checks.parse_bounds(maximum, "--max")
         minima = checks.parse_bounds(minimum, "--min")
         only = checks.parse_specs(metric, "--metric")
-        _check_outputs(json_path, markdown_path, junit_path)
+        outputs = Outputs(inputs=[current, baseline])
+        to_stdout = _check_outputs(outputs, {"--json": json_path, "--markdown": markdown_path, "--junit": junit_path})
         current_data = checks.load_result(current)
         baseline_data = checks.load_result(baseline) if baseline is not None else None
         report = checks.check(current_data, baseline_data, tolerances=tolerances, maxima=maxima, minima=minima,
@@ -455,7 +483,7 @@ def check(
         _fail(str(exc))
     _note_ignored(ctx, [("metric", "--metric", baseline is not None, "it restricts the comparison with --baseline"),
                         _all_rule(quiet, json_path, markdown_path, junit_path)])
-    _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
+    _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
 
 
 @app.command()
@@ -491,13 +519,15 @@ def compare(
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from . import checks
+    from .io import Outputs
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
                            pnorm_objective, temp_objective)
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
-        _check_outputs(json_path, markdown_path, junit_path)
+        outputs = Outputs(inputs=[file_a, file_b, *(val or [])])
+        to_stdout = _check_outputs(outputs, {"--json": json_path, "--markdown": markdown_path, "--junit": junit_path})
         with _count_bar("paired bootstrap resamples") as progress:
             report = checks.compare_files(
                 file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
@@ -507,7 +537,7 @@ def compare(
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
     _note_ignored(ctx, [_all_rule(quiet, json_path, markdown_path, junit_path)])
-    _finish(report, json_path, markdown_path, junit_path, quiet, no_warnings, show_all)
+    _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
 
 
 @app.command()

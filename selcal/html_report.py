@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .io import atomic_write
+from .io import Outputs
 from .report import metric_sections
 
 __all__ = ["render_report", "write_report"]
@@ -271,13 +271,14 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
 
 def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None, at_coverage: float = 0.1,
                  title: str | None = None, plot_settings: dict[str, Any] | None = None,
-                 notes: list[str] | None = None) -> Path:
-    """Write the page to ``path`` atomically.
+                 notes: list[str] | None = None, outputs: Outputs | None = None) -> Path:
+    """Write the page to ``path`` atomically (a missing parent folder is created).
 
     Without ``figures`` (or with figures in a format a browser cannot show inline, such as
     PDF) the figures are rendered here as PNG, with the same ``ls_alpha`` and ``at_coverage``.
     ``notes``: the figures not drawn (shown at the top); when the figures are rendered here,
     their notes are added to this list too, so that the caller can print them.
+    ``outputs``: stage the page in that transaction, for the caller to commit with its other outputs.
     """
     from . import plots
 
@@ -292,6 +293,9 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     settings.update(plot_settings or {})
     text = render_report(result, figures, title=title or "selcal report", plot_settings=settings, notes=shown)
     path = Path(path)
-    with atomic_write(path, "wb") as out:
-        out.write(text.encode("utf-8"))
+    if outputs is None:
+        with Outputs() as own:
+            own.write(path, text.encode("utf-8"), make_parents=True)
+    else:
+        outputs.write(path, text.encode("utf-8"), make_parents=True)
     return path

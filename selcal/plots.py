@@ -13,8 +13,8 @@ Two layers, kept apart so that what is drawn can be tested without looking at pi
   and a figure is released as soon as it is written: plotting 50 models does not grow
   memory or change the caller's matplotlib state.
 
-Files are written through :func:`selcal.io.atomic_write`, so an interrupted run leaves no
-half-written figure. matplotlib is imported only when a figure is drawn.
+Files are staged through the output transaction :class:`selcal.io.Outputs`, so an
+interrupted or failed run leaves no figure (and no half-written one). matplotlib is imported only when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 
 from . import calibration
 from .errors import SelcalError
-from .io import atomic_write
+from .io import Outputs
 
 __all__ = [
     "PLOT_FORMATS",
@@ -1186,27 +1186,29 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
 
 def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                 max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False,
-                notes: list[str] | None = None) -> list[RenderedFigure]:
+                notes: list[str] | None = None, outputs: Outputs | None = None) -> list[RenderedFigure]:
     """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
 
-    Each file is written atomically. Returns the figures with their ``path``; their bytes
-    are kept only with ``keep_data`` (e.g. to embed them in an HTML report as well).
-    ``notes`` receives the figures not drawn, with the reason (see :func:`render_figures`).
+    The figures appear together when all are drawn (none if one fails). Returns the figures
+    with their ``path``; their bytes are kept only with ``keep_data`` (e.g. to embed them in
+    an HTML report as well). ``notes`` receives the figures not drawn, with the reason (see
+    :func:`render_figures`). ``outputs``: stage the files in that transaction instead, for
+    the caller to commit with its other outputs.
     """
+    if outputs is None:
+        with Outputs() as own:
+            return write_plots(result, folder, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
+                               max_points=max_points, keep_data=keep_data, notes=notes, outputs=own)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise SelcalError(f"{folder}: is a file; --plots takes a folder")
     _validate(fmt, ls_alpha, at_coverage, len(result.models))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SelcalError(f"{folder}: cannot create the plot folder ({exc.strerror or exc})") from None
+    outputs.folder(folder)
     written = []
     for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points,
                                    notes=notes):
         path = folder / f"{rendered.stem}.{fmt}"
-        with atomic_write(path, "wb") as out:
-            out.write(rendered.data)
+        outputs.write(path, rendered.data)
         rendered.path = path
         if not keep_data:
             rendered.data = b""

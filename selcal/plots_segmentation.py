@@ -178,16 +178,22 @@ def figure_rank_maps(models, image: str):
 
 
 def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RANK_MAPS,
-                    images: list[str] | None = None) -> list[Path]:
+                    images: list[str] | None = None, outputs=None) -> list[Path]:
     """Write the rank maps of ``result``'s segmentation models into ``folder``; their paths.
 
     Only models evaluated on a segmentation folder have rank maps (the logits of every cell
     are read from it); ``images`` names them, else the ``count`` with the most confident errors.
+    The maps appear together when all are drawn; ``outputs`` (a :class:`selcal.io.Outputs`):
+    stage them there instead, for the caller to commit with its other outputs.
     """
     import matplotlib
 
-    from .io import atomic_write
+    from .io import Outputs
     from .plots import _STYLE, _render, _safe
+
+    if outputs is None:
+        with Outputs() as own:
+            return write_rank_maps(result, folder, fmt, count=count, images=images, outputs=own)
 
     models = [m for m in result.models if _from_folder(m)]
     if not models or (count == 0 and not images):
@@ -203,14 +209,13 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
     else:
         chosen = [str(names[i]) for i in choose_images(models, count)]
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    outputs.folder(folder)
     written = []
     for image in chosen:
         with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
             data = _render(figure_rank_maps(models, image), fmt)
         path = folder / f"rank_map_{_safe(image)}.{fmt}"
-        with atomic_write(path, "wb") as out:
-            out.write(data)
+        outputs.write(path, data)
         written.append(path)
     return written
 

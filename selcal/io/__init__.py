@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
 from .npy import NpySource
 from .npz import NpzSource
-from .output import atomic_write
+from .output import Outputs, atomic_write
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
 from .parts import PartsSource, is_glob
 from .parts import accepts as _accepts_parts
 from .torchfile import TorchSource
 
-__all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "SPLIT_VALUES",
+__all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "Outputs", "SPLIT_VALUES",
            "Reader", "READERS", "register_reader"]
 
 

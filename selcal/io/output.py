@@ -1,39 +1,404 @@
-"""Writing outputs: a file appears under its final name only when complete."""
+"""Writing outputs: every file of a run appears under its final name together, and only when complete.
+
+:class:`Outputs` is the output transaction of one run (``evaluate``, ``check``, ``compare``, the
+figures and the HTML report). Each output path is classified once (:func:`classify`):
+
+* a regular file, a missing one, or a symlink to either: the content is *staged* in a hidden
+  temporary file beside the real target (``.NAME.XXXX.tmp``) and renamed onto it at commit;
+  a symlink stays a symlink, its target is replaced;
+* a character device (``/dev/null``, a terminal) or a FIFO, also through a symlink: the content
+  is written *through* at commit by opening the existing node for writing (never created,
+  never truncated, never renamed over);
+* ``-``, ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``: written to that
+  open descriptor of this process at commit, where a plain ``print`` would go;
+* anything else (a folder, a block device, a socket, an input file) is refused with one line
+  before any work.
+
+At commit the streams are written first (they can fail, and cannot be taken back), then every
+staged file is renamed onto its target with SIGINT and SIGTERM held back (renames take
+microseconds: a signal then acts after the last one). Any failure, or a signal before that
+point, removes every temporary file and every folder the transaction created.
+"""
 
 from __future__ import annotations
 
+import io
 import os
+import re
+import signal
+import stat
+import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SelcalError
 
+__all__ = ["Outputs", "Target", "classify", "atomic_write"]
+
+STDOUT = "-"
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/%d/fd)/(\d+)$" % os.getpid())
+_NAMED_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
+
+
+@dataclass
+class Target:
+    """Where one output goes.
+
+    ``kind`` is ``"file"`` (staged beside ``real`` and renamed onto it), ``"node"`` (an existing
+    character device or FIFO at ``real``, written through) or ``"fd"`` (the open descriptor
+    ``fd``). ``shown`` is the path as the user gave it, for messages.
+    """
+
+    shown: str
+    kind: str
+    real: str | None = None
+    fd: int | None = None
+    temp: str | None = field(default=None, repr=False)
+    data: bytes | str | None = field(default=None, repr=False)
+
+    @property
+    def is_stdout(self) -> bool:
+        return self.kind == "fd" and self.fd == 1
+
+
+def _identity(path: str):
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _fd_of(path: str) -> int | None:
+    if path == STDOUT:
+        return 1
+    if path in _NAMED_FDS:
+        return _NAMED_FDS[path]
+    match = _FD_PATH.match(path)
+    return int(match.group(1)) if match else None
+
+
+def _existing_ancestor(folder: Path) -> Path:
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
+    """The :class:`Target` of an output ``path``; :class:`SelcalError` (one line) if it must not be written.
+
+    ``inputs`` are the run's input files: a path that is one of them (through symlinks, ``./``,
+    hard links: the same inode) is refused. ``make_parents``: a missing parent folder will be
+    created (checked here: its nearest existing ancestor must be a writable folder).
+
+    >>> classify("-").kind, classify("/dev/stdout").fd
+    ('fd', 1)
+    """
+    shown = str(path)
+    fd = _fd_of(shown)
+    if fd is not None:
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise SelcalError(f"{shown}: descriptor {fd} is not open; choose another output path") from None
+        if fd == 0:
+            raise SelcalError(f"{shown}: is standard input; choose another output path")
+        return Target(shown, "fd", fd=fd)
+    if not shown:
+        raise SelcalError("an output path is empty; give a file name")
+    real = os.path.realpath(shown)  # through every symlink (of the file and of its folders)
+    identity = _identity(real)
+    if identity is not None:
+        for name in inputs:
+            if _identity(str(name)) == identity:
+                which = "an input of this run" if str(name) == shown else f"the input file {name}"
+                raise SelcalError(f"{shown}: is {which}; selcal never overwrites an input, choose another output path")
+    try:
+        mode = os.stat(real).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise SelcalError(f"{shown}: cannot be checked ({exc.strerror or exc}); choose another output path") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISDIR(mode):
+            raise SelcalError(f"{shown}: is a folder; give a file name for the output")
+        if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+            if not os.access(real, os.W_OK):
+                raise SelcalError(f"{shown}: is not writable; choose another output path")
+            return Target(shown, "node", real=real)
+        what = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise SelcalError(f"{shown}: is {what}; selcal writes files, character devices and FIFOs only")
+    folder = Path(real).parent
+    shown_folder = os.path.dirname(shown) or "."
+    if os.path.realpath(shown_folder) != str(folder):  # a symlink that points elsewhere: name where
+        shown_folder = str(folder)
+    if not folder.is_dir():
+        if not make_parents:
+            raise SelcalError(f"{shown}: folder '{shown_folder}' does not exist; create it first")
+        ancestor = _existing_ancestor(folder)
+        if not ancestor.is_dir():
+            raise SelcalError(f"{shown}: '{ancestor}' is a file, not a folder; choose another output path")
+        folder = ancestor
+    if not os.access(folder, os.W_OK):
+        raise SelcalError(f"{shown}: folder '{shown_folder}' is not writable; choose another output path")
+    return Target(shown, "file", real=real)
+
+
+def _cannot_write(shown: str, exc: OSError) -> SelcalError:
+    return SelcalError(f"{shown}: cannot write ({exc.strerror or exc}); free space or choose another path")
+
 
 @contextmanager
-def atomic_write(path, mode: str = "w"):
-    """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
-
-    A failed or killed run never leaves a partial file under the final name. The file gets
-    the permissions a plainly created one would (the temporary file is private, 0600).
-    """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise SelcalError(f"{path}: folder '{folder}' does not exist; create it first")
-    if not os.access(folder, os.W_OK):
-        raise SelcalError(f"{path}: folder '{folder}' is not writable; choose another output path")
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block ends (a few renames or unlinks must not be cut)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
-        with os.fdopen(handle, mode) as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class Outputs:
+    """The output transaction of one run: outputs staged while the run goes, committed together.
+
+    Check every output path with :meth:`check` before the work (refusals are one line and cost
+    nothing), stage each output with :meth:`write` once it is computed, then :meth:`commit`.
+    Used as a context manager, it commits when the block ends normally and discards everything
+    (temporary files, folders it created) when it ends with any exception, a signal included.
+
+    >>> import tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> with Outputs() as outputs:
+    ...     outputs.write(os.path.join(folder, "a.txt"), "A")
+    ...     outputs.write(os.path.join(folder, "b.txt"), "B")
+    ...     sorted(os.listdir(folder)) == ["a.txt", "b.txt"]  # staged, hidden, not yet there
+    False
+    >>> sorted(os.listdir(folder))
+    ['a.txt', 'b.txt']
+    """
+
+    def __init__(self, inputs=()):
+        self.inputs = [str(p) for p in inputs if p is not None and str(p) != STDOUT]
+        self.staged: list[Target] = []
+        self.created: list[Path] = []  # folders made by this transaction, outermost first
+        self._claimed: dict = {}  # identity of each target -> the path that claimed it
+
+    # ------------------------------------------------------------------ before the work
+    def check(self, path, *, make_parents: bool = False) -> Target | None:
+        """Refuse a path that must not be written (``None`` passes): before any work is done."""
+        if path is None:
+            return None
+        target = classify(path, inputs=self.inputs, make_parents=make_parents)
+        self._claim(target)
+        return target
+
+    def check_folder(self, folder, suffix: str) -> None:
+        """Refuse a figure folder that is a file, cannot be created, or holds an input as ``*suffix``.
+
+        The figures are written as ``folder/NAME{suffix}`` with names known only after the
+        work: any existing ``*suffix`` entry of ``folder`` that is an input is refused now.
+        """
+        if folder is None:
+            return
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise SelcalError(f"{folder}: is a file; --plots takes a folder (created if missing)")
+        ancestor = _existing_ancestor(folder)
+        if not ancestor.is_dir():
+            raise SelcalError(f"{folder}: '{ancestor}' is a file, not a folder; choose another folder")
+        if not os.access(ancestor, os.W_OK):
+            raise SelcalError(f"{folder}: folder '{ancestor}' is not writable; choose another folder")
+        if folder.is_dir():
+            identities = {_identity(p): p for p in self.inputs}
+            identities.pop(None, None)
+            for entry in sorted(os.listdir(folder)):
+                if entry.endswith(suffix) and _identity(str(folder / entry)) in identities:
+                    raise SelcalError(f"{folder / entry}: is the input file {identities[_identity(str(folder / entry))]}"
+                                      "; selcal never overwrites an input, choose another folder")
+
+    def _claim(self, target: Target) -> None:
+        key = ("fd", target.fd) if target.kind == "fd" else (_identity(target.real) or target.real)
+        if key in self._claimed and key != ("fd", 1):
+            if target.kind == "node":  # /dev/null twice is fine: a stream takes any number of writes
+                return
+            raise SelcalError(f"{target.shown}: is also the output {self._claimed[key]}; give each output its own path")
+        self._claimed.setdefault(key, target.shown)
+
+    # ------------------------------------------------------------------ staging
+    def folder(self, folder) -> Path:
+        """Create ``folder`` (and missing parents) now, remembered so that a discard removes it."""
+        folder = Path(folder)
+        missing = []
+        probe = folder
+        while not probe.exists() and probe != probe.parent:
+            missing.append(probe)
+            probe = probe.parent
+        for made in reversed(missing):
+            try:
+                made.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise SelcalError(f"{folder}: cannot create the folder ({exc.strerror or exc}); "
+                                  "choose another path") from None
+            self.created.append(made)
+        if not folder.is_dir():
+            raise SelcalError(f"{folder}: is a file, not a folder; choose another path")
+        return folder
+
+    def write(self, path, data: bytes | str, *, make_parents: bool = False) -> Target:
+        """Stage ``data`` for ``path``: a complete hidden file beside a file target, kept for a stream.
+
+        Nothing appears under ``path`` before :meth:`commit`. A failure (a full disk) is one
+        :class:`SelcalError` naming ``path``; the other staged outputs stay staged until the
+        caller discards them (the context manager does).
+        """
+        if make_parents and str(path) != STDOUT:
+            real_parent = Path(os.path.realpath(str(path))).parent
+            if not real_parent.exists():
+                self.folder(real_parent)
+        target = classify(path, inputs=self.inputs)
+        if target.kind == "file" and any(t.kind == "file" and t.real == target.real for t in self.staged):
+            raise SelcalError(f"{target.shown}: is written twice in one run; give each output its own path")
+        if target.kind != "file":
+            target.data = data
+            self.staged.append(target)
+            return target
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        folder = os.path.dirname(target.real)
+        try:
+            previous = os.stat(target.real).st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            previous = 0o666 & ~umask
+        try:
+            handle, target.temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.real)}.", suffix=".tmp",
+                                                   dir=folder)
+            self.staged.append(target)
+            with os.fdopen(handle, "wb") as out:
+                out.write(payload)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(target.temp, previous)
+        except OSError as exc:
+            raise _cannot_write(target.shown, exc) from None
+        return target
+
+    # ------------------------------------------------------------------ the end
+    def commit(self) -> None:
+        """Write the streams, then rename every staged file onto its target; discard all on failure."""
+        try:
+            for target in self.staged:
+                if target.kind != "file":
+                    self._write_stream(target)
+            with _signals_held():
+                for target in self.staged:
+                    if target.kind == "file":
+                        try:
+                            os.replace(target.temp, target.real)
+                        except OSError as exc:
+                            raise _cannot_write(target.shown, exc) from None
+                        target.temp = None
+            self._sync_folders()
+        except BaseException:
+            self.discard()
+            raise
+        self.staged, self.created = [], []
+
+    def discard(self) -> None:
+        """Remove every temporary file and every (still empty) folder this transaction made."""
+        with _signals_held():
+            for target in self.staged:
+                if target.temp is not None:
+                    try:
+                        os.unlink(target.temp)
+                    except OSError:
+                        pass
+                    target.temp = None
+            for folder in reversed(self.created):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+        self.staged, self.created = [], []
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+    @staticmethod
+    def _write_stream(target: Target) -> None:
+        data = target.data
+        try:
+            if target.fd in (1, 2):
+                stream = sys.stdout if target.fd == 1 else sys.stderr
+                if isinstance(data, str):
+                    stream.write(data)
+                else:
+                    stream.flush()
+                    getattr(stream, "buffer", stream).write(data)
+                stream.flush()
+                return
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            if target.kind == "fd":
+                _write_all(target.fd, payload)
+                return
+            # The node is opened as it is: no O_CREAT, no O_TRUNC; a FIFO waits here for its reader.
+            fd = os.open(target.real, os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+            try:
+                mode = os.fstat(fd).st_mode
+                if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # replaced since it was checked
+                    raise SelcalError(f"{target.shown}: changed while selcal ran (no longer a device or FIFO); "
+                                      "nothing written, run again")
+                _write_all(fd, payload)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _cannot_write(target.shown, exc) from None
+
+    def _sync_folders(self) -> None:
+        """Make the renames durable (best effort: not every file system can fsync a folder)."""
+        for folder in {os.path.dirname(t.real) for t in self.staged if t.kind == "file"}:
+            try:
+                fd = os.open(folder, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@contextmanager
+def atomic_write(path, mode: str = "w", *, inputs=()):
+    """One output as a file-like object, committed when the block ends (see :class:`Outputs`).
+
+    A failed or killed run never leaves a partial file under the final name; a device, FIFO
+    or symlink is written through, never replaced by a regular file.
+    """
+    outputs = Outputs(inputs)
+    outputs.check(path)
+    buffer = io.BytesIO() if "b" in mode else io.StringIO()
+    yield buffer
+    with outputs:
+        outputs.write(path, buffer.getvalue())
