@@ -336,6 +336,13 @@ def _check_outputs(outputs, paths: dict, already: list[str] = (), make_parents: 
     return to_stdout
 
 
+def _check_writable(path) -> None:
+    """Refuse an output path that cannot or must not be written (selcal.io.output.classify), before the work."""
+    from .io.output import classify
+
+    classify(str(path))
+
+
 def _write_error(exc: OSError) -> str:
     where = f"{exc.filename}: " if exc.filename else ""
     return f"{where}cannot write ({exc.strerror or exc}); free space or choose another path"

@@ -259,6 +259,17 @@ class Outputs:
         :class:`SelcalError` naming ``path``; the other staged outputs stay staged until the
         caller discards them (the context manager does).
         """
+        with self.open(path, "w" if isinstance(data, str) else "wb", make_parents=make_parents) as out:
+            out.write(data)
+        return self.staged[-1]
+
+    @contextmanager
+    def open(self, path, mode: str = "wb", *, make_parents: bool = False):
+        """Stage the output ``path`` as a file object (``mode`` ``"w"``: UTF-8 text, ``"wb"``: bytes).
+
+        A file target is written straight into its hidden temporary file (memory stays flat
+        for a large output); a stream target is kept in memory until :meth:`commit`.
+        """
         if make_parents and str(path) != STDOUT:
             real_parent = Path(os.path.realpath(str(path))).parent
             if not real_parent.exists():
@@ -267,13 +278,14 @@ class Outputs:
         if target.kind == "file" and any(t.kind == "file" and t.real == target.real for t in self.staged):
             raise SelcalError(f"{target.shown}: is written twice in one run; give each output its own path")
         if target.kind != "file":
-            target.data = data
+            buffer = io.BytesIO() if "b" in mode else io.StringIO()
+            yield buffer
+            target.data = buffer.getvalue()
             self.staged.append(target)
-            return target
-        payload = data.encode("utf-8") if isinstance(data, str) else data
+            return
         folder = os.path.dirname(target.real)
         try:
-            previous = os.stat(target.real).st_mode & 0o7777
+            previous = os.stat(target.real).st_mode & 0o7777  # a replaced file keeps its permissions
         except OSError:
             umask = os.umask(0)
             os.umask(umask)
@@ -281,15 +293,17 @@ class Outputs:
         try:
             handle, target.temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.real)}.", suffix=".tmp",
                                                    dir=folder)
-            self.staged.append(target)
-            with os.fdopen(handle, "wb") as out:
-                out.write(payload)
+        except OSError as exc:
+            raise _cannot_write(target.shown, exc) from None
+        self.staged.append(target)
+        try:
+            with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+                yield out
                 out.flush()
                 os.fsync(out.fileno())
             os.chmod(target.temp, previous)
         except OSError as exc:
             raise _cannot_write(target.shown, exc) from None
-        return target
 
     # ------------------------------------------------------------------ the end
     def commit(self) -> None:
@@ -391,14 +405,12 @@ def _write_all(fd: int, payload: bytes) -> None:
 
 @contextmanager
 def atomic_write(path, mode: str = "w", *, inputs=()):
-    """One output as a file-like object, committed when the block ends (see :class:`Outputs`).
+    """One output as a file object, in place when complete (an :class:`Outputs` of one file).
 
     A failed or killed run never leaves a partial file under the final name; a device, FIFO
     or symlink is written through, never replaced by a regular file.
     """
-    outputs = Outputs(inputs)
-    outputs.check(path)
-    buffer = io.BytesIO() if "b" in mode else io.StringIO()
-    yield buffer
-    with outputs:
-        outputs.write(path, buffer.getvalue())
+    with Outputs(inputs) as outputs:
+        outputs.check(path)
+        with outputs.open(path, mode) as out:
+            yield out
