@@ -211,15 +211,20 @@ def test_report_creates_its_missing_parent_folder(cli, model, tmp_path):
     assert report.read_bytes().lstrip().lower().startswith(b"<!doctype html")
 
 
-def test_report_under_a_file_is_refused_before_the_work(cli, model, tmp_path, monkeypatch):
+def test_report_under_a_file_is_refused_before_the_work(cli, model, tmp_path, no_evaluation):
     (tmp_path / "file").write_text("x")
-    monkeypatch.setattr(evaluate_module, "evaluate", no_work)
     assert "is a file" in one_error_line(cli("evaluate", model, "--report", tmp_path / "file" / "sub" / "r.html"))
 
 
 # ===================================================================== 3. inputs are never outputs
 def no_work(*args, **kwargs):
     raise AssertionError("the work started although an output path was refused")
+
+
+@pytest.fixture
+def no_evaluation(monkeypatch):
+    monkeypatch.setattr(evaluate_module, "model_jobs", no_work)
+    monkeypatch.setattr(evaluate_module, "run_jobs", no_work)
 
 
 def aliases(path: Path) -> dict:
@@ -234,24 +239,33 @@ def aliases(path: Path) -> dict:
 @pytest.mark.parametrize("alias", ["same", "dot", "symlink", "hardlink"])
 @pytest.mark.parametrize("option", OPTIONS)
 @pytest.mark.parametrize("role", ["test", "val"])
-def test_evaluate_refuses_an_output_that_is_an_input(cli, dumps, h, monkeypatch, alias, option, role):
+def test_evaluate_refuses_an_output_that_is_an_input(cli, dumps, h, no_evaluation, alias, option, role):
     test = dumps.parquet("t.parquet", *h.make_data(300, 4, 1))
     val = dumps.npz("v.npz", *h.make_data(300, 4, 2))
     victim = test if role == "test" else val
     before = victim.read_bytes()
     name = aliases(victim)[alias]
-    monkeypatch.setattr(evaluate_module, "evaluate", no_work)
     line = one_error_line(cli("evaluate", test, "--val", val, option, name))
     assert "never overwrites an input" in line and os.path.normpath(name) in line
     assert victim.read_bytes() == before
 
 
-def test_plots_refuses_a_folder_holding_an_input_as_a_figure(cli, model, tmp_path, monkeypatch):
+@pytest.mark.parametrize("given", ["folder", "glob"])
+def test_evaluate_refuses_to_overwrite_a_part_of_a_folder_or_glob_input(cli, dumps, h, no_evaluation, given):
+    logits, labels = h.make_data(300, 4, 1)
+    first = dumps.parquet("parts/part-0.parquet", logits[:150], labels[:150])
+    dumps.parquet("parts/part-1.parquet", logits[150:], labels[150:])
+    source = first.parent if given == "folder" else first.parent / "part-*.parquet"
+    before = first.read_bytes()
+    assert "never overwrites an input" in one_error_line(cli("evaluate", source, "--json", first))
+    assert first.read_bytes() == before
+
+
+def test_plots_refuses_a_folder_holding_an_input_as_a_figure(cli, model, tmp_path, no_evaluation):
     figs = tmp_path / "figs"
     figs.mkdir()
     os.link(model, figs / "m_rc.png")
     before = model.read_bytes()
-    monkeypatch.setattr(evaluate_module, "evaluate", no_work)
     assert "never overwrites an input" in one_error_line(cli("evaluate", model, "--plots", figs))
     assert model.read_bytes() == before
 
@@ -370,9 +384,9 @@ def pause():
     time.sleep(60)
 
 if where == "work":
-    def evaluate(*args, **kwargs):
+    def run_jobs(*args, **kwargs):
         pause()
-    importlib.import_module("selcal.evaluate").evaluate = evaluate
+    importlib.import_module("selcal.evaluate").run_jobs = run_jobs
 else:  # while the outputs are staged: after the first temporary file is complete
     real_fsync = os.fsync
     calls = []

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..errors import SelcalError
 
-__all__ = ["Outputs", "Target", "classify", "atomic_write"]
+__all__ = ["Outputs", "Target", "classify", "input_identities", "atomic_write"]
 
 STDOUT = "-"
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/%d/fd)/(\d+)$" % os.getpid())
@@ -72,6 +72,30 @@ def _identity(path: str):
     return (info.st_dev, info.st_ino)
 
 
+def input_identities(paths) -> dict:
+    """``{(device, inode): name}`` of every input file: a file itself, each file under a folder
+    (parts, segmentation images), each match of a glob. Missing inputs are left out (their
+    reader refuses them)."""
+    import glob
+
+    found: dict = {}
+    for name in paths:
+        if name is None or str(name) == STDOUT:
+            continue
+        name = str(name)
+        if os.path.isdir(name):
+            files = (os.path.join(root, f) for root, _, names in os.walk(name) for f in names)
+        elif not os.path.exists(name) and set("*?[") & set(os.path.basename(name.rstrip("/"))):
+            files = glob.glob(name, recursive=True)
+        else:
+            files = [name]
+        for file in files:
+            identity = _identity(file)
+            if identity is not None:
+                found.setdefault(identity, file)
+    return found
+
+
 def _fd_of(path: str) -> int | None:
     if path == STDOUT:
         return 1
@@ -90,8 +114,8 @@ def _existing_ancestor(folder: Path) -> Path:
 def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
     """The :class:`Target` of an output ``path``; :class:`SelcalError` (one line) if it must not be written.
 
-    ``inputs`` are the run's input files: a path that is one of them (through symlinks, ``./``,
-    hard links: the same inode) is refused. ``make_parents``: a missing parent folder will be
+    ``inputs`` are the run's input paths (or their :func:`input_identities`): a path that is one
+    of their files (through symlinks, ``./``, hard links: the same inode) is refused. ``make_parents``: a missing parent folder will be
     created (checked here: its nearest existing ancestor must be a writable folder).
 
     >>> classify("-").kind, classify("/dev/stdout").fd
@@ -112,10 +136,11 @@ def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
     real = os.path.realpath(shown)  # through every symlink (of the file and of its folders)
     identity = _identity(real)
     if identity is not None:
-        for name in inputs:
-            if _identity(str(name)) == identity:
-                which = "an input of this run" if str(name) == shown else f"the input file {name}"
-                raise SelcalError(f"{shown}: is {which}; selcal never overwrites an input, choose another output path")
+        inputs = inputs if isinstance(inputs, dict) else input_identities(inputs)
+        if identity in inputs:
+            name = inputs[identity]
+            which = "an input of this run" if name == shown else f"the input file {name}"
+            raise SelcalError(f"{shown}: is {which}; selcal never overwrites an input, choose another output path")
     try:
         mode = os.stat(real).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -184,7 +209,7 @@ class Outputs:
     """
 
     def __init__(self, inputs=()):
-        self.inputs = [str(p) for p in inputs if p is not None and str(p) != STDOUT]
+        self.inputs = input_identities(inputs)
         self.staged: list[Target] = []
         self.created: list[Path] = []  # folders made by this transaction, outermost first
         self._claimed: dict = {}  # identity of each target -> the path that claimed it
@@ -215,12 +240,11 @@ class Outputs:
         if not os.access(ancestor, os.W_OK):
             raise SelcalError(f"{folder}: folder '{ancestor}' is not writable; choose another folder")
         if folder.is_dir():
-            identities = {_identity(p): p for p in self.inputs}
-            identities.pop(None, None)
             for entry in sorted(os.listdir(folder)):
-                if entry.endswith(suffix) and _identity(str(folder / entry)) in identities:
-                    raise SelcalError(f"{folder / entry}: is the input file {identities[_identity(str(folder / entry))]}"
-                                      "; selcal never overwrites an input, choose another folder")
+                identity = _identity(str(folder / entry)) if entry.endswith(suffix) else None
+                if identity in self.inputs:
+                    raise SelcalError(f"{folder / entry}: is the input file {self.inputs[identity]}; selcal never "
+                                      "overwrites an input, choose another folder")
 
     def _claim(self, target: Target) -> None:
         key = ("fd", target.fd) if target.kind == "fd" else (_identity(target.real) or target.real)
