@@ -200,10 +200,10 @@ class Outputs:
     >>> import tempfile, os
     >>> folder = tempfile.mkdtemp()
     >>> with Outputs() as outputs:
-    ...     outputs.write(os.path.join(folder, "a.txt"), "A")
-    ...     outputs.write(os.path.join(folder, "b.txt"), "B")
-    ...     sorted(os.listdir(folder)) == ["a.txt", "b.txt"]  # staged, hidden, not yet there
-    False
+    ...     _ = outputs.write(os.path.join(folder, "a.txt"), "A")
+    ...     _ = outputs.write(os.path.join(folder, "b.txt"), "B")
+    ...     print([name for name in os.listdir(folder) if not name.startswith(".")])  # staged, hidden
+    []
     >>> sorted(os.listdir(folder))
     ['a.txt', 'b.txt']
     """
