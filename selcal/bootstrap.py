@@ -558,12 +558,12 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
                   progress: Callable[[int], None] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Metrics of the fitted scores when T and p are refitted on every resample.
 
-    Resample i is literally :func:`selcal.evaluate_arrays` fitted on the validation rows
+    Resample i is literally :func:`selcal.evaluate.measure_arrays` fitted on the validation rows
     ``val_draws[i]`` and measured on the evaluation rows ``eval_draws[i]`` (one full
     evaluation per resample: slow, but the same code as the point estimate). Also returns
     each resample's temperature. ``progress(i)`` is called after the i-th resample.
     """
-    from .evaluate import evaluate_arrays
+    from .evaluate import measure_arrays
 
     wanted = tuple(s for s in scores if s in options.scores and s in _FITTED)
     fit_options = replace(options, scores=wanted)
@@ -571,7 +571,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     val_labels = np.asarray(refit.val_labels, dtype=np.int64)
     blocks = []
     for i in range(eval_draws.shape[0]):
-        model = evaluate_arrays(refit.logits[eval_draws[i]], labels[eval_draws[i]],
+        model = measure_arrays(refit.logits[eval_draws[i]], labels[eval_draws[i]],
                                 refit.val_logits[val_draws[i]], val_labels[val_draws[i]], options=fit_options)
         blocks.append({name: {key: np.array([np.nan if model.scores[name][key] is None else model.scores[name][key]],
                                             dtype=np.float64)

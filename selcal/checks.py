@@ -786,7 +786,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
     ``progress(done, total)``: paired resamples done (for a progress bar)."""
     from .bootstrap import paired_differences
-    from .evaluate import Options, evaluate_arrays
+    from .evaluate import Options, measure_arrays
     from .io import read_dump
 
     options = options or Options()
@@ -808,7 +808,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
         name_a, name_b = str(path_a), str(path_b)
 
     def evaluate(fit, rows, name, path):
-        return evaluate_arrays(rows.logits, rows.labels, None if fit is None else fit.logits,
+        return measure_arrays(rows.logits, rows.labels, None if fit is None else fit.logits,
                                None if fit is None else fit.labels, options=options, name=name, path=path, split=rule)
 
     model_a = evaluate(fit_a, eval_a, name_a, a.path)

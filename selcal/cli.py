@@ -410,14 +410,13 @@ def run() -> None:
 
 
 def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, **read):
-    """``evaluate --bootstrap``: intervals for every model (re-reading the dumps to refit, if asked)."""
-    from .bootstrap import add_intervals
-    from .checks import refit_data
+    """``evaluate --bootstrap``: intervals for every model, as ``selcal.evaluate(bootstrap=B)`` adds them."""
+    from .evaluate import with_intervals
 
-    data = refit_data([str(f) for f in files], [str(v) for v in val] if val else None, options, **read) if refit else None
     with _count_bar("bootstrap resamples" + (", T and p refitted" if refit else "")) as progress:
-        return add_intervals(result, resamples=resamples, seed=seed, confidence=confidence, refit=data,
-                             progress=progress)
+        return with_intervals(result, resamples=resamples, confidence=confidence, refit=refit,
+                              paths=[str(f) for f in files], val=[str(v) for v in val] if val else None,
+                              progress=progress, **read)
 
 
 def _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout: list[str], quiet: bool,

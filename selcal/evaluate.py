@@ -12,7 +12,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from .io import Dump, DumpSource, expand_binary, open_dump
 from .io.base import nothing_left_message
 from .report import EvaluationResult, ModelResult
 
-__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "holdout_mask", "ModelJob", "evaluate_model",
+__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob", "evaluate_model",
            "model_jobs", "run_jobs"]
 
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
@@ -506,7 +506,7 @@ def _calibration_metrics(log_msp: np.ndarray, correct: np.ndarray, n_bins: int) 
     }
 
 
-def evaluate_arrays(
+def measure_arrays(
     logits: np.ndarray,
     labels: np.ndarray,
     val_logits: np.ndarray | None = None,
@@ -522,7 +522,8 @@ def evaluate_arrays(
     progress: Callable[[int, int | None], None] | None = None,
     clusters: np.ndarray | None = None,
 ) -> ModelResult:
-    """Every metric of CONVENTIONS.md for one model, from arrays already split.
+    """Every metric of CONVENTIONS.md for one model, from validated numpy arrays already split
+    (the core of :func:`evaluate_dump`; from Python, use :func:`evaluate_arrays`).
 
     ``logits`` (N, K) and ``labels`` (N,) are the evaluation rows; ``val_logits`` and
     ``val_labels`` the validation rows the ``pnorm`` and ``temp`` scores are fitted on.
@@ -793,7 +794,7 @@ def pixel_provenance(metadata: dict, names: np.ndarray, images: np.ndarray, val_
 
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
-    """Split, fit and measure one model's dump (see :func:`evaluate_arrays`)."""
+    """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
     check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None)
     val_rows, eval_rows, rule = split_rows(test, val, options)
     n_train = test.n_train + (val.n_train if val is not None else 0)
@@ -805,7 +806,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
                                            eval_rows.images, val)
     warnings = split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
                               eval_rows.n_ignored)
-    result = evaluate_arrays(
+    result = measure_arrays(
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
         None if val_rows is None else val_rows.labels,
@@ -1067,6 +1068,9 @@ def evaluate(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int, int | None], None] | None = None,
     engine: str = "local",
+    bootstrap: int = 0,
+    bootstrap_refit: bool = False,
+    confidence: float = 0.95,
     **option_values,
 ) -> EvaluationResult:
     """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.
@@ -1084,6 +1088,10 @@ def evaluate(
         the numbers are the same, bit for bit.
     engine : ``local`` (this process) or ``ray`` (one Ray task per model; needs the
         ``ray`` extra). The numbers are the same, bit for bit.
+    bootstrap, bootstrap_refit, confidence : ``--bootstrap B``, ``--bootstrap-refit`` and
+        ``--confidence``: percentile intervals from B resamples (0: none), as the CLI adds them.
+    **option_values : the fields of :class:`Options` (``scores="msp,temp"``, ``bins=20``,
+        ``p_grid="1-10"``, ``seed=1``, ...), checked as the CLI checks its flags.
 
     Raises the error of the first model that fails.
 
@@ -1093,13 +1101,144 @@ def evaluate(
     >>> round(result.models[0].scores["msp"]["aurc"], 6)
     0.009505
     """
-    options = replace(options or Options(), **option_values) if option_values else (options or Options())
+    options = resolve_options(options, option_values, "evaluate")
+    if bootstrap:
+        from .bootstrap import check_arguments
+
+        check_arguments(bootstrap, confidence)
     jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
                       ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
                       pixels_per_image=pixels_per_image)
     result, failures = run_jobs(jobs, engine=engine, progress=progress)
     if failures:
         raise SelcalError(failures[0].message)
+    if bootstrap:
+        result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
+                                paths=paths, val=val, label_col=label_col, logits_col=logits_col,
+                                ignore_label=ignore_label)
+    return result
+
+
+def resolve_options(options: Options | None, option_values: dict, caller: str) -> Options:
+    """``options`` with the keyword arguments ``option_values`` (fields of :class:`Options`) applied."""
+    options = options or Options()
+    if not option_values:
+        return options
+    known = {f.name for f in fields(Options)}
+    unknown = sorted(set(option_values) - known)
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}; "
+                        f"the options are {', '.join(sorted(known))}")
+    return replace(options, **option_values)
+
+
+def with_intervals(result: EvaluationResult, *, resamples: int, confidence: float, refit: bool, paths=None, val=None,
+                   refit_data=None, progress=None, **read) -> EvaluationResult:
+    """``--bootstrap``: intervals for every model of ``result``; with ``refit``, T and p refitted
+    on every resample (the dumps at ``paths``/``val`` are read again, or ``refit_data`` is given)."""
+    from .bootstrap import add_intervals
+
+    if refit and refit_data is None:
+        from .checks import refit_data as read_refit_data
+
+        paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+        vals = None if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__")
+                                         else list(val))
+        refit_data = read_refit_data([str(p) for p in paths], None if vals is None else [str(v) for v in vals],
+                                     result.options, **read)
+    return add_intervals(result, resamples=resamples, seed=result.options.seed, confidence=confidence,
+                         refit=refit_data if refit else None, progress=progress)
+
+
+def evaluate_arrays(
+    logits,
+    labels,
+    val_logits=None,
+    val_labels=None,
+    *,
+    options: Options | None = None,
+    name: str = "model",
+    groups=None,
+    ignore_label: int | None = None,
+    bootstrap: int = 0,
+    bootstrap_refit: bool = False,
+    confidence: float = 0.95,
+    progress: Callable[[int, int | None], None] | None = None,
+    path: str = "",
+    split: str | None = None,
+    warnings: Sequence[str] = (),
+    extra: dict | None = None,
+    clusters=None,
+    **option_values,
+) -> EvaluationResult:
+    """Evaluate one model from arrays you already hold; :func:`evaluate` for arrays.
+
+    The conventions are those of a file given to ``selcal evaluate``: with ``val_logits``
+    and ``val_labels`` the scores are fitted on them (as with ``--val``); without, and when
+    a fitted score is asked for, on a seeded random hold-out of the rows (``val_fraction``,
+    ``seed``); one binary logit per row (a 1-D array, or K = 1) means logits (0, v).
+
+    Parameters
+    ----------
+    logits, val_logits : (N, K) or (N,) numbers: numpy arrays, lists, torch tensors (any
+        device, ``requires_grad``, float16 or bfloat16), pandas or polars objects (a
+        DataFrame of logits columns).
+    labels, val_labels : (N,) integers 0 .. K-1 (bool and whole floats are read as integers).
+    options : :class:`Options`; or give its fields as keyword arguments, e.g.
+        ``scores="msp,temp"``, ``bins=20``, ``risks=[0.01]``, ``p_grid="1-10"``, ``seed=1``.
+    name : the model's name in the result.
+    groups : (N,) a group per row (e.g. the source data set): per-group metrics, as ``--group-col``.
+    ignore_label : rows with this label are dropped and counted (as ``--ignore-label``).
+    bootstrap, bootstrap_refit, confidence : as ``--bootstrap``, ``--bootstrap-refit``, ``--confidence``.
+    path, split, warnings, extra, clusters : what the result says of where the rows come from
+        (the split rule's name, warnings and JSON keys to add, the image of each row).
+
+    Returns
+    -------
+    :class:`~selcal.report.EvaluationResult` of one model (``.models``, ``.to_json()``; it also
+    answers for its model: ``result.scores`` is ``result.models[0].scores``).
+
+    Errors name the Python arguments (``logits: row 3 holds NaN for class 0; ...``,
+    ``bins must be at least 1, got 0``).
+
+    Examples
+    --------
+    >>> result = evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], [0, 1, 1], scores="msp,max_logit")
+    >>> result.models[0].accuracy, result.models[0].n_eval
+    (0.6666666666666666, 3)
+    """
+    from .arrays import array_dump, to_numpy
+
+    options = resolve_options(options, option_values, "evaluate_arrays")
+    if bootstrap:
+        from .bootstrap import check_arguments
+
+        check_arguments(bootstrap, confidence)
+    if (val_logits is None) != (val_labels is None):
+        raise SelcalError("val_logits and val_labels go together: pass both or neither")
+    test = array_dump(logits, labels, ("logits", "labels"), ignore_label=ignore_label, groups=groups)
+    val = None if val_logits is None else array_dump(val_logits, val_labels, ("val_logits", "val_labels"),
+                                                     ignore_label=ignore_label)
+    model = evaluate_dump(test, val, options=options, name=name, progress=progress)
+    model.path = path
+    if val is not None:
+        model.extra["val_path"] = None
+    if split is not None:
+        model.split = split
+    model.warnings[:0] = list(warnings)
+    model.extra.update(extra or {})
+    if clusters is not None:
+        model.clusters = np.asarray(to_numpy(clusters, "clusters")).ravel()
+    result = EvaluationResult(models=[model], options=options)
+    if bootstrap:
+        refit_data = None
+        if bootstrap_refit:
+            from .bootstrap import RefitData
+
+            fit, rows, _ = split_rows(test, val, options)
+            refit_data = [None if fit is None else RefitData(rows.logits, rows.labels, fit.logits, fit.labels)]
+        result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
+                                refit_data=refit_data)
     return result
 
 

@@ -77,10 +77,26 @@ class ModelResult:
 
 @dataclass
 class EvaluationResult:
-    """The result of ``selcal.evaluate``: one :class:`ModelResult` per TEST file."""
+    """The result of ``selcal.evaluate`` and ``selcal.evaluate_arrays``: one :class:`ModelResult`
+    per model.
+
+    A result of one model also answers for that model (``result.scores`` is
+    ``result.models[0].scores``), and results given as ``models`` are unpacked into their
+    models, so ``EvaluationResult([evaluate_arrays(...), ...])`` gathers several models.
+    """
 
     models: list[ModelResult]
     options: Any = None
+
+    def __post_init__(self):
+        self.models = [m for item in self.models
+                       for m in (item.models if isinstance(item, EvaluationResult) else [item])]
+
+    def __getattr__(self, name: str):
+        models = self.__dict__.get("models")
+        if not name.startswith("_") and models is not None and len(models) == 1:
+            return getattr(models[0], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA_VERSION, "selcal": __version__}

@@ -67,8 +67,8 @@ def test_top5_accuracy_in_the_result_json_and_leaderboard():
     model = selcal.evaluate_arrays(logits, labels, options=selcal.Options(scores=("msp", "max_logit"), chunk_rows=37))
     expected = brute_top_k(logits, labels, 5).mean()
     assert model.top5_accuracy == expected
-    assert model.to_dict()["top5_accuracy"] == expected
-    keys = list(model.to_dict())
+    assert model.models[0].to_dict()["top5_accuracy"] == expected
+    keys = list(model.models[0].to_dict())
     assert keys.index("top5_accuracy") == keys.index("accuracy") + 1
     result = selcal.EvaluationResult(models=[model], options=selcal.Options())
     row = leaderboard(result, "top5_accuracy")[0]
@@ -81,7 +81,7 @@ def test_top5_accuracy_is_absent_below_five_classes():
     rng = np.random.default_rng(1)
     logits, labels = _arrays(rng, 300, 4)
     model = selcal.evaluate_arrays(logits, labels, options=selcal.Options(scores=("msp",)))
-    assert model.top5_accuracy is None and "top5_accuracy" not in model.to_dict()
+    assert model.top5_accuracy is None and "top5_accuracy" not in model.models[0].to_dict()
 
 
 def test_top5_accuracy_on_a_sample_dump_streamed_and_in_memory():

@@ -581,7 +581,7 @@ def test_one_class_or_tiny_validation_never_nan(case):
     raw += [(k, getattr(result, k)) for k in ("accuracy", "error", "nll", "brier", "cece")
             if math.isnan(getattr(result, k))]
     assert not raw, raw
-    d = result.to_dict()
+    d = result.models[0].to_dict()  # evaluate_arrays gives an EvaluationResult
     bad = [(p, v) for p, v in walk(d)
            if (isinstance(v, float) and not math.isfinite(v)) or (v is None and p.rsplit("/", 1)[-1] not in ALLOWED_NULL)]
     assert not bad, bad

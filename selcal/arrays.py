@@ -1,0 +1,160 @@
+"""Arrays handed to the Python API, as validated numpy arrays.
+
+``selcal.evaluate_arrays`` takes numpy arrays, nested lists, torch tensors (any device,
+``requires_grad``, float16 or bfloat16), pandas and polars Series and DataFrames (a
+DataFrame of logits columns, one column per class). Everything becomes numpy here, once;
+the rest of selcal sees only numpy. torch is never imported: a tensor is recognised by
+the module of its type and converted with its own methods, so selcal works (and stays
+fast to import) without torch.
+
+Errors name the Python argument and the first offending row (``logits: row 3 holds NaN
+for class 0; logits must be finite``), as the readers of files name the file and column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SelcalError
+from .io import Dump, expand_binary
+
+__all__ = ["to_numpy", "as_logits", "as_labels", "array_dump"]
+
+_CHECK_ROWS = 1 << 16
+
+
+def _library(value) -> str:
+    return type(value).__module__.split(".", 1)[0]
+
+
+def to_numpy(value, name: str) -> np.ndarray:
+    """``value`` as a numpy array, whatever library holds it.
+
+    Examples
+    --------
+    >>> to_numpy([[1.0, 2.0], [3.0, 4.0]], "logits").shape
+    (2, 2)
+    """
+    library = _library(value)
+    if library == "torch":
+        try:
+            tensor = value.detach()
+            if tensor.device.type != "cpu":
+                tensor = tensor.cpu()
+            if str(tensor.dtype) == "torch.bfloat16":
+                tensor = tensor.float()  # exact: bfloat16 is float32 with the low 16 bits of the mantissa zero
+            return tensor.numpy()
+        except Exception as exc:  # a meta tensor, a complex or quantised dtype, ...: torch's own words, in one line
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SelcalError(f"{name}: a {value.dtype} tensor on {value.device} cannot be read ({reason}); "
+                              "pass a tensor of numbers") from None
+    if library == "polars":
+        if hasattr(value, "columns"):  # DataFrame: one column per class
+            return value.to_numpy()
+        array = value.to_numpy()
+        if array.dtype == object and array.size and isinstance(array[0], np.ndarray):  # a list column
+            return np.stack(array)
+        return array
+    if library == "pandas":
+        return value.to_numpy()
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise SelcalError(f"{name}: cannot be read as an array ({exc}); pass a numpy array, a list of rows, "
+                          "a torch tensor or a pandas/polars object") from None
+
+
+def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
+    """(logits N x K, binary): validated logits; a 1-D array or K = 1 is one binary logit v,
+    returned as the two columns (0, v) with ``binary`` True (CONVENTIONS.md, "Input")."""
+    logits = to_numpy(value, name)
+    if logits.ndim == 1:
+        logits = logits[:, None]
+    if logits.ndim != 2:
+        raise SelcalError(f"{name}: has shape {logits.shape}; pass N x K logits (or N binary logits)")
+    if logits.dtype == object:
+        try:
+            logits = logits.astype(np.float64)
+        except (TypeError, ValueError):
+            raise SelcalError(f"{name}: holds values that are not numbers; logits must be numbers") from None
+    if logits.dtype.kind in "biu":
+        logits = logits.astype(np.float64)
+    if logits.dtype not in (np.float16, np.float32, np.float64):
+        raise SelcalError(f"{name}: has dtype {logits.dtype}; pass float16, float32 or float64 logits")
+    if logits.shape[0] == 0:
+        raise SelcalError(f"{name}: has no rows")
+    if logits.shape[1] == 0:
+        raise SelcalError(f"{name}: has K = 0 columns; pass N x K logits")
+    for start in range(0, logits.shape[0], _CHECK_ROWS):
+        finite = np.isfinite(logits[start:start + _CHECK_ROWS])
+        bad = ~finite.all(axis=1)
+        if bad.any():
+            row = start + int(np.flatnonzero(bad)[0])
+            k = int(np.flatnonzero(~np.isfinite(logits[row]))[0])
+            what = "NaN" if np.isnan(logits[row, k]) else "an infinite value"
+            raise SelcalError(f"{name}: row {row} holds {what} for class {k}; logits must be finite")
+    binary = logits.shape[1] == 1
+    return (expand_binary(logits) if binary else logits), binary
+
+
+def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
+              ignore_label: int | None = None) -> np.ndarray:
+    """Validated int64 labels in 0 .. K-1 (or ``ignore_label``), one per row of the logits."""
+    labels = to_numpy(value, name)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1:
+        raise SelcalError(f"{name}: has shape {labels.shape}; pass one label per row")
+    if labels.size != n_rows:
+        raise SelcalError(f"{name}: has {labels.size} labels but {rows_name} has {n_rows} rows; pass one label per row")
+    if labels.dtype == object:
+        try:
+            labels = labels.astype(np.float64)
+        except (TypeError, ValueError):
+            raise SelcalError(f"{name}: holds values that are not numbers; labels must be integers 0 .. K-1") from None
+    if labels.dtype.kind == "b":
+        labels = labels.astype(np.int64)
+    elif labels.dtype.kind == "f":
+        whole = np.isfinite(labels) & (labels == np.round(labels)) & (np.abs(labels) < 2.0**62)
+        if not whole.all():
+            row = int(np.flatnonzero(~whole)[0])
+            raise SelcalError(f"{name}: row {row}: label {float(labels[row])!r} is not a whole number; "
+                              "labels must be integers 0 .. K-1")
+        labels = labels.astype(np.int64)
+    elif labels.dtype.kind in "iu":
+        if labels.dtype.kind == "u" and labels.size and labels.max() > np.iinfo(np.int64).max:
+            row = int(np.argmax(labels))
+            raise SelcalError(f"{name}: row {row}: label {labels[row]} is too large; labels must be integers 0 .. K-1")
+        labels = labels.astype(np.int64)
+    else:
+        raise SelcalError(f"{name}: has dtype {labels.dtype}; labels must be integers 0 .. K-1")
+    outside = (labels < 0) | (labels >= n_classes)
+    if ignore_label is not None:
+        outside &= labels != ignore_label
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        hint = " (pass ignore_label= for a void label)" if labels[row] >= n_classes else ""
+        raise SelcalError(f"{name}: row {row}: label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
+    return labels
+
+
+def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | None = None, groups=None) -> Dump:
+    """A :class:`~selcal.io.Dump` of arrays from Python, as a reader would give it (its path
+    is the logits' argument name, so that every later message names the argument)."""
+    logits_name, labels_name = names
+    logits, binary = as_logits(logits, logits_name)
+    labels = as_labels(labels, labels_name, logits.shape[0], logits.shape[1], logits_name, ignore_label)
+    if groups is not None:
+        groups = to_numpy(groups, "groups")
+        if groups.ndim != 1 or groups.size != labels.size:
+            raise SelcalError(f"groups: has shape {groups.shape}; pass one group per row of {logits_name}")
+    n_ignored = 0
+    if ignore_label is not None:
+        keep = labels != ignore_label
+        n_ignored = int(labels.size - keep.sum())
+        if n_ignored == labels.size:
+            raise SelcalError(f"{labels_name}: every row has the ignored label {ignore_label}; nothing to evaluate")
+        if n_ignored:
+            logits, labels = logits[keep], labels[keep]
+            groups = None if groups is None else groups[keep]
+    return Dump(path=logits_name, logits=logits, labels=labels, groups=groups, n_ignored=n_ignored, binary=binary)
