@@ -453,3 +453,13 @@ def test_successful_runs_print_no_python_warning(tmp_path):
         done = subprocess.run(strict + args + ["-q"], capture_output=True, env=env, timeout=300)
         assert done.returncode in (0, 1), (args[0], done.stderr.decode())
         assert "Warning" not in done.stderr.decode() and "Traceback" not in done.stderr.decode(), done.stderr.decode()
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_one_line(model):
+    process = subprocess.Popen(selcal_command() + ["evaluate", str(model), *FAST, "--csv", "-"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # before selcal writes: its write meets a closed pipe
+    stderr = process.stderr.read().decode()
+    process.wait(timeout=60)
+    assert process.returncode == 2 and stderr.count("\n") == 1, (process.returncode, stderr)
+    assert stderr.startswith("selcal: error: -: the reader closed the pipe"), stderr

@@ -173,6 +173,9 @@ def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
 
 
 def _cannot_write(shown: str, exc: OSError) -> SelcalError:
+    if isinstance(exc, BrokenPipeError):
+        return SelcalError(f"{shown}: the reader closed the pipe before the output was complete ({exc.strerror}); "
+                           "let the reader read to the end")
     return SelcalError(f"{shown}: cannot write ({exc.strerror or exc}); free space or choose another path")
 
 
@@ -404,6 +407,10 @@ class Outputs:
             finally:
                 os.close(fd)
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError) and target.fd in (1, 2):  # no second complaint at exit
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, target.fd)
+                os.close(devnull)
             raise _cannot_write(target.shown, exc) from None
 
     def _sync_folders(self) -> None:
