@@ -125,8 +125,10 @@ class RowData:
         rows = model.rows
         if rows is None or not model.score_values:
             raise SelcalError(f"{model.name}: the result holds no per-row values to resample; evaluate it again")
+        # (a probability column of the file, --score-col, is no log: its ECE gets no interval)
         log_confidence = {name: model.score_values[name] for name in model.scores
-                          if "ece" in model.scores[name] and name in model.score_values}
+                          if "ece" in model.scores[name] and name in model.score_values
+                          and "column" not in model.scores[name]}
         row_means = {"nll": rows.nll, "brier": rows.brier}
         if "temp" in model.scores and rows.temp_nll is not None:
             row_means.update({"temp.nll": rows.temp_nll, "temp.brier": rows.temp_brier})

@@ -46,7 +46,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 
 
 def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective,
-             temp_objective="nll"):
+             temp_objective="nll", score_cols=(), uncertainty_cols=()):
     """:class:`selcal.Options` from the command-line text of the options that change a number.
 
     Options checks and parses the values (the one validation of the Python API too); its
@@ -58,7 +58,8 @@ def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed,
         return Options(
             scores=scores, bins=bins, risks=risks, coverages=coverages, aurc_estimator=aurc_estimator,
             val_fraction=val_fraction, seed=seed, center=center, p_grid=p_grid, pnorm_objective=pnorm_objective,
-            temp_objective=temp_objective,
+            temp_objective=temp_objective, score_cols=tuple(score_cols or ()),
+            uncertainty_cols=tuple(uncertainty_cols or ()),
         )
     except OptionError as exc:
         raise _flag_error(exc) from None
@@ -93,6 +94,8 @@ def evaluate(
     risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
     coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
     aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
+    uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
@@ -130,7 +133,7 @@ def evaluate(
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective, temp_objective)
+                           pnorm_objective, temp_objective, score_cols, uncertainty_cols)
         if bootstrap:
             from .bootstrap import check_arguments
 

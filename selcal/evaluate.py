@@ -128,6 +128,8 @@ class Options:
     p_grid: tuple[int, ...] = DEFAULT_P_GRID
     pnorm_objective: str = "aurc"
     temp_objective: str = "nll"
+    score_cols: tuple[str, ...] = ()
+    uncertainty_cols: tuple[str, ...] = ()
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -145,6 +147,16 @@ class Options:
         set_("bins", _whole(self.bins, "bins", 1, MAX_BINS))
         set_("risks", parse_floats(self.risks, "risks"))
         set_("coverages", parse_floats(self.coverages, "coverages"))
+        set_("score_cols", tuple(self.score_cols))
+        set_("uncertainty_cols", tuple(self.uncertainty_cols))
+        columns = self.score_cols + self.uncertainty_cols
+        for index, column in enumerate(columns):
+            if not column or column in columns[:index]:
+                raise SelcalError(f"score column {column!r}: give each column once, by its name "
+                                  "(--score-col, --uncertainty-col)")
+            if column in names:
+                raise SelcalError(f"score column '{column}' has the name of a chosen score; rename the column "
+                                  f"or leave '{column}' out of the scores")
         if any(not 0 <= r <= 1 for r in self.risks):
             raise OptionError("risks", "{option} must be fractions between 0 and 1, e.g. 0.01,0.05")
         if any(not 0 < c <= 1 for c in self.coverages):
@@ -520,6 +532,7 @@ def measure_arrays(
     extra: dict | None = None,
     groups: np.ndarray | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    columns: dict[str, np.ndarray] | None = None,
     clusters: np.ndarray | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from validated numpy arrays already split
@@ -530,7 +543,8 @@ def measure_arrays(
     ``groups`` (N,), optional, names a group per evaluation row (e.g. the source data
     set); each group then gets its own accuracy and selective metrics under ``groups``.
     ``clusters`` (N,), optional, the image of each pixel row: ``--bootstrap`` then
-    resamples images, not rows.
+    resamples images, not rows. ``columns`` maps the names in ``options.score_cols`` and
+    ``options.uncertainty_cols`` to their values on the evaluation rows.
     """
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
@@ -540,7 +554,7 @@ def measure_arrays(
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
     result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, fits=fits, options=options, name=name,
                       path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
-                      total=labels.size)
+                      total=labels.size, columns=columns)
     result.clusters = clusters
     return result
 
@@ -592,7 +606,7 @@ def fit_scores(val_logits, val_labels, options: Options) -> dict:
 
 def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
              n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
-             fits: dict | None = None) -> ModelResult:
+             fits: dict | None = None, columns: dict | None = None) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
     wanted = options.scores
     rows = reduce_rows(
@@ -647,10 +661,38 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
         if spec.describe is not None:
             metrics.update(spec.describe((fits or {})[score_name]))
         result.add_score(score_name, metrics, curve, values)
+    _add_column_scores(result, columns or {}, options)
     if groups is not None:
         result.groups = np.asarray(groups)
         result.extra["groups"] = _group_metrics(result, options)
     return result
+
+
+def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> None:
+    """The scores read from columns of the TEST file (``--score-col``, ``--uncertainty-col``).
+
+    An uncertainty u is ranked as the confidence -u (exact). A confidence column whose values
+    all lie in [0, 1] is read as the probability that the prediction is correct and also gets
+    ECE, adaptive ECE and MCE.
+    """
+    correct = result.rows.correct
+    for name in options.score_cols + options.uncertainty_cols:
+        values = np.asarray(columns[name], dtype=np.float64)
+        if values.size != correct.size:
+            raise AssertionError(f"column {name}: {values.size} values for {correct.size} evaluation rows")
+        uncertainty = name in options.uncertainty_cols
+        score = -values if uncertainty else values
+        curve, metrics = _score_metrics(score, correct, options)
+        probability = not uncertainty and bool(values.size) and values.min() >= 0.0 and values.max() <= 1.0
+        metrics.update(column=name, orientation="uncertainty" if uncertainty else "confidence",
+                       probability_of_correct=probability)
+        if probability:
+            metrics.update(
+                ece=calibration.expected_calibration_error(values, correct, options.bins),
+                aece=calibration.adaptive_calibration_error(values, correct, options.bins),
+                mce=calibration.maximum_calibration_error(values, correct, options.bins),
+            )
+        result.add_score(name, metrics, curve, score)
 
 
 def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
@@ -813,7 +855,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         options=options, name=name or _model_name(test.path), path=test.path, split=rule,
         warnings=warnings,
         extra=extra, groups=eval_rows.groups,
-        progress=progress, clusters=eval_rows.images,
+        progress=progress, clusters=eval_rows.images, columns=eval_rows.columns,
     )
     if val is not None:  # after the fit's own warnings, as in evaluate_source
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, content_hashes(val_rows.logits, val_rows.labels))
@@ -887,6 +929,11 @@ def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
     return Dump(path=source.path, logits=expand_binary(logits) if binary else logits, labels=labels, binary=binary)
 
 
+def read_columns(source: DumpSource, options: Options) -> dict[str, np.ndarray]:
+    """The values of ``options.score_cols`` and ``options.uncertainty_cols`` for every kept row of the file."""
+    return {name: source.value_column(name) for name in options.score_cols + options.uncertainty_cols}
+
+
 def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
                     name: str | None = None, progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """:func:`evaluate_dump` for a dump streamed by row batches: memory bounded by the
@@ -949,7 +996,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     result = _measure(chunks, n_classes, temp_fit, pnorm_fit, fits=fits, options=options,
                       name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,
-                      warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval)
+                      warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval,
+                      columns={column: values if eval_mask is None else values[eval_mask]
+                               for column, values in read_columns(test, options).items()})
     if val is not None:
         result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:
@@ -1002,7 +1051,9 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
     streamed = job.stream if job.stream is not None else test.logits_bytes > job.memory_budget
     if streamed:
         return evaluate_source(test, val_source, options=job.options, name=job.name, progress=progress)
-    return evaluate_dump(test.read_all(), val_source.read_all() if val_source else None,
+    dump = test.read_all()
+    dump.columns = read_columns(test, job.options)
+    return evaluate_dump(dump, val_source.read_all() if val_source else None,
                          options=job.options, name=job.name, progress=progress)
 
 

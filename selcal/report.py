@@ -123,6 +123,8 @@ def _options_dict(options) -> dict[str, Any]:
         "val_fraction": options.val_fraction, "seed": options.seed, "center": options.center,
         "p_grid": list(options.p_grid), "pnorm_objective": options.pnorm_objective,
         "temp_objective": options.temp_objective,
+        **({"score_cols": list(options.score_cols)} if getattr(options, "score_cols", ()) else {}),
+        **({"uncertainty_cols": list(options.uncertainty_cols)} if getattr(options, "uncertainty_cols", ()) else {}),
     })
 
 
@@ -296,12 +298,21 @@ def render_table(result: EvaluationResult, console) -> None:
         notes += [REGISTRY[n].note(model.scores[n]) for n in score_names if n in REGISTRY and REGISTRY[n].note]
         if model.extra.get("n_train_dropped"):
             notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
+        notes += [_column_note(n, model.scores[n]) for n in score_names if "column" in model.scores[n]]
         for note in notes:
             console.print(f"  {note}", soft_wrap=True)
         if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)
             console.print(f"  {len(model.warnings)} warning{'s' if len(model.warnings) > 1 else ''} about this "
                           "model (on stderr)", soft_wrap=True)
         console.print()
+
+
+def _column_note(name: str, metrics: dict) -> str:
+    if metrics["orientation"] == "uncertainty":
+        return f"{name}: a column of the file, read as an uncertainty (lower = more confident)"
+    return f"{name}: a column of the file, read as a confidence" + (
+        "; its values lie in [0, 1], so it is read as the probability that the prediction is correct"
+        if metrics.get("probability_of_correct") else "")
 
 
 def _group_table(model: ModelResult):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import DumpSource, _fail, _labels_to_int, canonical_split_array
+from .base import DumpSource, _fail, _labels_to_int, canonical_split_array, finite_values
 from .columns import Kind, find_label, find_logits
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -40,6 +40,7 @@ class ArraysSource(DumpSource):
                  group_col: str | None = None, logits_col: str | None = None, what: str = "array"):
         self.path, self.ignore_label, self.metadata = path, ignore_label, {}
         arrays = {name: native(np.asarray(a)) for name, a in arrays.items()}
+        self._arrays = arrays  # for value_column
         kinds = {name: array_kind(a) for name, a in arrays.items()}
         self.label_col = label_col = find_label(path, kinds, label_col)
         layout = find_logits(path, kinds, logits_col, exclude=(label_col,))
@@ -112,6 +113,18 @@ class ArraysSource(DumpSource):
         if split is not None:
             keep &= split != "train"
         return ids[keep]
+
+    def value_column(self, name: str) -> np.ndarray:
+        if name not in self._arrays:
+            raise _fail(self.path, None, None, f"no array named '{name}' (found: {', '.join(sorted(self._arrays))})")
+        values = self._arrays[name]
+        if values.ndim != 1 or values.size != self.num_rows:
+            raise _fail(self.path, name, None, f"has shape {values.shape}; expected ({self.num_rows},), one number per row")
+        labels, split = self._columns["labels"], self._columns["split"]
+        keep = np.ones(self.num_rows, dtype=bool) if self.ignore_label is None else labels != self.ignore_label
+        if split is not None:
+            keep &= split != "train"
+        return finite_values(self.path, name, values, keep)
 
     @property
     def num_classes(self) -> int:

@@ -38,6 +38,7 @@ class Dump:
     images: np.ndarray | None = None  # per row: index into image_names (pixel rows of segmentation images)
     image_names: np.ndarray | None = None
     n_train: int = 0  # rows of the split 'train', left out
+    columns: dict = field(default_factory=dict)  # name -> float64 per row: score columns (DumpSource.value_column)
 
     @property
     def num_classes(self) -> int:
@@ -62,6 +63,7 @@ class Dump:
             images=pick(self.images),
             image_names=self.image_names,
             n_train=self.n_train,
+            columns={name: values[rows] for name, values in self.columns.items()},
         )
 
 
@@ -152,6 +154,12 @@ class DumpSource:
         (a segmentation folder, or the dump ``selcal pixels`` wrote), else None."""
         return None
 
+    def value_column(self, name: str) -> np.ndarray:
+        """A numeric column of every kept row as float64 (e.g. a confidence), read without the
+        logits; a missing, non-numeric, null, NaN or infinite value is refused in one line."""
+        raise _fail(self.path, name, None, "this kind of input has no such columns; save the values in a "
+                    "Parquet or .npz dump")
+
     def split_column(self) -> np.ndarray | None:
         """The split value of every kept row (None without a split column), read without the logits."""
         return self._kept()[1]
@@ -239,6 +247,22 @@ def nothing_left_message(source) -> str:
     if source.ignore_label is None:
         return "every row is of the split 'train'; nothing to evaluate (give the val and test rows)"
     return f"every row has the ignored label {source.ignore_label} or is of the split 'train'; nothing to evaluate"
+
+
+def finite_values(path: str, name: str, values, keep: np.ndarray | None = None) -> np.ndarray:
+    """``values`` (one per row) as float64, refusing NaN and infinity (rows counted in the file)."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise _fail(path, name, None, f"has shape {values.shape}; expected one number per row")
+    if values.dtype.kind not in "iufb":
+        raise _fail(path, name, None, f"has dtype {values.dtype}; expected numbers")
+    values = values.astype(np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        what = "NaN" if np.isnan(values[row]) else "an infinite value"
+        raise _fail(path, name, row, f"holds {what}; store a finite number for every row")
+    return values if keep is None else values[keep]
 
 
 def expand_binary(logits: np.ndarray) -> np.ndarray:

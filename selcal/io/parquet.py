@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .base import DumpSource, SelcalError, _fail, _first_null_row, _labels_to_int, _short, _splits, _strings
+from .base import DumpSource, SelcalError, _fail, _first_null_row, finite_values, _labels_to_int, _short, _splits, _strings
 from .columns import Kind, find_label, find_logits
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
@@ -134,6 +134,30 @@ class ParquetSource(DumpSource):
             train = _splits(self.path, "split", table.column(self.split_col).combine_chunks()) == "train"
             keep = ~train if keep is None else keep & ~train
         return ids if keep is None else ids[keep]
+
+    def value_column(self, name: str) -> np.ndarray:
+        names = self.file.schema_arrow.names
+        if name not in names:
+            raise _fail(self.path, None, None, f"no column '{name}' (columns: {', '.join(names)})")
+        data_type = self.file.schema_arrow.field(name).type
+        if not (pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_boolean(data_type)):
+            raise _fail(self.path, name, None, f"has type {data_type}; expected one number per row")
+        try:
+            table = self.file.read(columns=list(dict.fromkeys(
+                [self.label_col, name] + ([self.split_col] if self.split_col else []))))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+        column = table.column(name).combine_chunks()
+        if column.null_count:
+            raise _fail(self.path, name, _first_null_row(column), "is empty (null); store a number for every row")
+        keep = None  # the kept rows, as for the logits: not the ignored label, not the split 'train'
+        if self.ignore_label is not None:
+            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            keep = labels != self.ignore_label
+        if self.split_col:
+            train = _splits(self.path, "split", table.column(self.split_col).combine_chunks()) == "train"
+            keep = ~train if keep is None else keep & ~train
+        return finite_values(self.path, name, column.to_numpy(zero_copy_only=False), keep)
 
     def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The ``image`` column of a pixel dump (``selcal.pixels`` in its metadata), as
