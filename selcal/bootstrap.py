@@ -129,7 +129,7 @@ class RowData:
         log_confidence = {name: model.score_values[name] for name in model.scores
                           if "ece" in model.scores[name] and name in model.score_values
                           and "column" not in model.scores[name]}
-        row_means = {"nll": rows.nll, "brier": rows.brier}
+        row_means = {k: v for k, v in (("nll", rows.nll), ("brier", rows.brier)) if v is not None}  # none: no logits
         if "temp" in model.scores and rows.temp_nll is not None:
             row_means.update({"temp.nll": rows.temp_nll, "temp.brier": rows.temp_brier})
         return cls(

@@ -934,6 +934,56 @@ def read_columns(source: DumpSource, options: Options) -> dict[str, np.ndarray]:
     return {name: source.value_column(name) for name in options.score_cols + options.uncertainty_cols}
 
 
+# Model-level numbers that need the logits (reported as not available for a file without them).
+_NEED_LOGITS = ("nll", "brier", "cece", "top5_accuracy")
+
+
+def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
+                         name: str | None = None) -> ModelResult:
+    """A file with no logits, only a confidence, a prediction and a label per row
+    (:class:`selcal.io.confidence.ConfidenceSource`).
+
+    The scores are its columns: ``options.score_cols`` and ``options.uncertainty_cols``, or by
+    default the column ``confidence``. Every selective metric is computed, and ECE, adaptive
+    ECE and MCE for a confidence in [0, 1] (the top-label calibration). The scores and the
+    numbers that need logits (``options.scores``, NLL, Brier, class-wise ECE, top-5) are
+    listed under ``not_available``. With a split column, the 'test' rows are evaluated.
+    """
+    from .io.confidence import CONFIDENCE_NAME
+
+    if val is not None:
+        raise SelcalError(f"{source.path}: holds no logits, so nothing is fitted on a --val file; leave out --val")
+    rule, _, eval_mask = split_plan(source.split_column(), False, False, lambda: None)
+    labels, predictions = source.labels, source.predictions
+    if eval_mask is not None:
+        labels, predictions = labels[eval_mask], predictions[eval_mask]
+    if labels.size == 0:
+        raise SelcalError(f"{source.path}: has no evaluation rows")
+    given = options.score_cols or options.uncertainty_cols
+    if not given and CONFIDENCE_NAME not in source._names:
+        raise SelcalError(f"{source.path}: no column '{CONFIDENCE_NAME}' (columns: {', '.join(source._names)}); "
+                          "name the confidence with --score-col or the uncertainty with --uncertainty-col")
+    column_options = options if given else replace(options, score_cols=(CONFIDENCE_NAME,))
+    columns = {column: values if eval_mask is None else values[eval_mask]
+               for column, values in read_columns(source, column_options).items()}
+    correct = predictions == labels
+    n = int(correct.size)
+    rows = RowReduction(correct=correct, log_msp=None, max_logit=None, nll=None, brier=None,
+                        looks_like_probabilities=None, label_is_pred_plus_one=None, classwise=None)
+    n_ignored = source.num_rows - source.num_kept_rows
+    extra = {"val_path": None, "logits": False,
+             "not_available": {"scores": list(options.scores), "metrics": list(_NEED_LOGITS)}}
+    if n_ignored:
+        extra["n_ignored"] = n_ignored
+    result = ModelResult(
+        name=name or _model_name(source.path), path=source.path, num_classes=None, n_eval=n, n_val=0, split=rule,
+        accuracy=float(np.count_nonzero(correct) / n), error=float(np.count_nonzero(~correct) / n),
+        nll=None, brier=None, cece=None, warnings=split_warnings(n, None, n_ignored), extra=extra, rows=rows,
+    )
+    _add_column_scores(result, columns, column_options)
+    return result
+
+
 def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
                     name: str | None = None, progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """:func:`evaluate_dump` for a dump streamed by row batches: memory bounded by the
@@ -1049,6 +1099,8 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
         test.progress = progress
     val_source = open_dump(job.val, **job.columns) if job.val is not None else None
     streamed = job.stream if job.stream is not None else test.logits_bytes > job.memory_budget
+    if getattr(test, "confidence_only", False):
+        return evaluate_confidences(test, val_source, options=job.options, name=job.name)
     if streamed:
         return evaluate_source(test, val_source, options=job.options, name=job.name, progress=progress)
     dump = test.read_all()

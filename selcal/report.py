@@ -246,7 +246,8 @@ def render_table(result: EvaluationResult, console) -> None:
         score_names = list(model.scores)
         # Lines of text are printed with soft_wrap: a pipe or a CI log gets them whole, not cut at 80 columns.
         top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
-        console.print(f"[bold]{escape(model.name)}[/bold]  K = {model.num_classes}, "
+        classes = f"K = {model.num_classes}, " if model.num_classes is not None else "no logits, "
+        console.print(f"[bold]{escape(model.name)}[/bold]  {classes}"
                       f"accuracy {100 * model.accuracy:.2f}%{top5}", soft_wrap=True)
         # Only the scores evaluated that were fitted (none: nothing said about fitting).
         fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_validation])
@@ -299,12 +300,19 @@ def render_table(result: EvaluationResult, console) -> None:
         if model.extra.get("n_train_dropped"):
             notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
         notes += [_column_note(n, model.scores[n]) for n in score_names if "column" in model.scores[n]]
+        missing = model.extra.get("not_available")
+        if missing:
+            notes.append("not available without logits: " + ", ".join(
+                missing["scores"] + [_NEED_LOGITS_WORDS.get(m, m) for m in missing["metrics"]]))
         for note in notes:
             console.print(f"  {note}", soft_wrap=True)
         if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)
             console.print(f"  {len(model.warnings)} warning{'s' if len(model.warnings) > 1 else ''} about this "
                           "model (on stderr)", soft_wrap=True)
         console.print()
+
+
+_NEED_LOGITS_WORDS = {"nll": "NLL", "brier": "Brier", "cece": "class-wise ECE", "top5_accuracy": "top-5 accuracy"}
 
 
 def _column_note(name: str, metrics: dict) -> str:
@@ -358,8 +366,11 @@ _NOTES = {
 
 
 def _leaderboard_note(columns, rows=()) -> str:
-    note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + ", " + \
-        ", ".join(note for column, note in _NOTES.items() if column in columns)
+    notes = [note for column, note in _NOTES.items() if column in columns]
+    if "aurc_msp" not in columns and any(c.startswith("aurc_") and c != "aurc_best_posthoc" for c in columns):
+        notes.insert(0, _NOTES["aurc_msp"])  # only scores read from columns (a file without logits)
+    note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + "".join(
+        ", " + note for note in notes)
     if "p" in columns and any(row.get("pnorm_fallback") for row in rows):
         note += "; p (fb): pnorm fell back to MSP, no better on validation"
     if any(row.get("warnings") for row in rows):
@@ -376,7 +387,9 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
 
     Sorted by ``sort_by``, best first (direction-aware); undefined values last.
     """
-    if sort_by not in LEADERBOARD_COLUMNS:
+    column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
+                                       if "column" in model.scores[name]))
+    if sort_by not in LEADERBOARD_COLUMNS and sort_by not in (f"aurc_{name}" for name in column_scores):
         from .errors import SelcalError
 
         raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(LEADERBOARD_COLUMNS)}")
@@ -391,6 +404,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
             **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
+            **{f"aurc_{name}": aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
             "p": scores.get("pnorm", {}).get("p"),
             "pnorm_fallback": scores["pnorm"].get("fallback") if "pnorm" in scores else None,
             "best_posthoc": best,
@@ -400,7 +414,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
             "ece_temp": scores.get("temp", {}).get("ece"),
             "warnings": list(model.warnings),
         })
-    lower_is_better = LEADERBOARD_COLUMNS[sort_by][2]
+    lower_is_better = _column_info(sort_by)[2]
 
     def key(row):
         value = row[sort_by]
@@ -411,6 +425,20 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
         return (0, value if lower_is_better else -value)
 
     return sorted(rows, key=key)
+
+
+def _column_info(column: str) -> tuple:
+    """(header, kind, lower is better) of a leaderboard column; ``aurc_C`` for a column C of the file."""
+    return LEADERBOARD_COLUMNS.get(column) or (column[len("aurc_"):], "pct", True)
+
+
+def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns some row has a value for: the fixed ones, then the AURC of each column score."""
+    extra = [c for c in dict.fromkeys(k for row in rows for k in row)
+             if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
+    fixed = list(LEADERBOARD_COLUMNS)
+    at = fixed.index("best_posthoc")
+    return [c for c in fixed[:at] + extra + fixed[at:] if any(row.get(c) is not None for row in rows)]
 
 
 def _cell(value, kind: str) -> str:
@@ -426,7 +454,7 @@ def _cells(row: dict[str, Any], columns) -> list[str]:
     name carries the warning marker when the model has warnings."""
     cells = []
     for column in columns:
-        text = _cell(row[column], LEADERBOARD_COLUMNS[column][1])
+        text = _cell(row[column], _column_info(column)[1])
         if column == "p" and row.get("pnorm_fallback"):
             text += " (fb)"
         if column == "model" and row.get("warnings"):
@@ -439,8 +467,8 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     """The leaderboard as a rich table (percent columns labelled)."""
     from rich.table import Table
 
-    columns = [c for c in LEADERBOARD_COLUMNS if any(row[c] is not None for row in rows)]
-    headers = {c: LEADERBOARD_COLUMNS[c][0] for c in columns}
+    columns = _shown_columns(rows)
+    headers = {c: _column_info(c)[0] for c in columns}
     if console.width < 125:  # a narrow terminal: keep the columns the leaderboard is for, short headers
         columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
         headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
@@ -465,8 +493,8 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     """A GitHub-flavoured Markdown table (for a PR comment)."""
-    columns = [c for c in LEADERBOARD_COLUMNS if any(row[c] is not None for row in rows)]
-    lines = ["| " + " | ".join(LEADERBOARD_COLUMNS[c][0] for c in columns) + " |",
+    columns = _shown_columns(rows)
+    lines = ["| " + " | ".join(_column_info(c)[0] for c in columns) + " |",
              "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(row, columns)) + " |")
@@ -480,9 +508,14 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings."""
     import polars as pl
 
+    shown = set(_shown_columns(rows))
+    optional = {f"aurc_{name}" for name in REGISTRY if name not in ("msp", "max_logit", "pnorm", "temp")}
+    columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
+    at = columns.index("best_posthoc")
+    columns[at:at] = [c for c in _shown_columns(rows) if c not in LEADERBOARD_COLUMNS]  # columns of the file
     schema = {}
-    for column in LEADERBOARD_COLUMNS:
-        schema[column] = pl.Utf8 if LEADERBOARD_COLUMNS[column][1] == "text" else pl.Int64 if column == "p" \
+    for column in columns:
+        schema[column] = pl.Utf8 if _column_info(column)[1] == "text" else pl.Int64 if column == "p" \
             else pl.Float64
         if column == "p":
             schema["pnorm_fallback"] = pl.Boolean

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
+from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
 from .output import Outputs, atomic_write
@@ -61,6 +62,15 @@ def _refuse_pickle(path, **_):
                                   "numpy.savez('model.npz', logits=logits, labels=labels)")
 
 
+def _open_confidences(path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None):
+    if group_col is not None:
+        raise _fail(path, None, None, "--group-col is not available for a file without logits")
+    return ConfidenceSource(path, label_col, ignore_label)
+
+
+register_reader(Reader(  # no logits: a confidence, a prediction and a label per row (before npz and parquet)
+    "confidence", is_confidence_file, _open_confidences,
+))
 register_reader(Reader(
     "npz", _suffix(".npz"),
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
