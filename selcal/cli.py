@@ -583,6 +583,29 @@ def pixels(
                    err=True)
 
 
+@app.command()
+def ensemble(
+    members: List[Path] = typer.Argument(..., metavar="M1 M2 ...", help="Dumps of the same rows, one per member (two or more).", show_default=False),
+    out: Path = typer.Option(..., "--out", metavar="ENS.parquet", help="The ensemble dump to write.", show_default=False),
+    label_col: str = typer.Option("label", help="Name of the label column."),
+    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary."),
+):
+    """Average the members' softmax into one dump: logits log(mean p), columns mutual_information and disagreement."""
+    from .ensemble import ensemble as combine
+
+    try:
+        _check_writable(out)
+        summary = combine([str(m) for m in members], str(out), label_col=label_col, logits_col=logits_col)
+    except SelcalError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    if not quiet:
+        typer.echo(f"selcal: wrote {out}: {summary.n_rows} rows, K = {summary.num_classes}, "
+                   f"{len(summary.members)} members aligned by {summary.aligned_by}", err=True)
+
+
 @contextmanager
 def _image_progress(quiet: bool):
     """An images-done progress bar on stderr (a terminal only)."""

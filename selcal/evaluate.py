@@ -617,7 +617,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
     )
     correct = rows.correct
     n = correct.size
-    warnings.extend(data_warnings(rows))
+    warnings.extend(data_warnings(rows, log_probabilities=bool((extra or {}).get("ensemble"))))
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
@@ -724,14 +724,18 @@ def logit_kind(rows: RowReduction) -> str:
     return "logits"
 
 
-def data_warnings(rows: RowReduction) -> list[str]:
-    """Signs that the dump holds something other than logits and 0-based labels."""
+def data_warnings(rows: RowReduction, log_probabilities: bool = False) -> list[str]:
+    """Signs that the dump holds something other than logits and 0-based labels.
+
+    ``log_probabilities``: the dump says it holds log-probabilities (an ensemble written by
+    ``selcal ensemble``), so they are not warned about.
+    """
     warnings = []
     kind = logit_kind(rows)
     if kind == "probabilities":
         warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
                         "save logits, or log-probabilities, instead")
-    elif kind == "log-probabilities":
+    elif kind == "log-probabilities" and not log_probabilities:
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
                         "msp and temp are right, but max_logit and pnorm are not meaningful")
     accuracy = rows.correct.mean()
@@ -834,6 +838,19 @@ def pixel_provenance(metadata: dict, names: np.ndarray, images: np.ndarray, val_
     return out
 
 
+def _ensemble_provenance(metadata: dict) -> dict:
+    """The members of an ensemble dump (``selcal ensemble``), from its metadata, as JSON keys."""
+    import json
+
+    text = (metadata or {}).get("selcal.ensemble")
+    if not text:
+        return {}
+    try:
+        return {"ensemble": json.loads(text)}
+    except ValueError:
+        return {}
+
+
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
@@ -842,6 +859,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     n_train = test.n_train + (val.n_train if val is not None else 0)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
                         test.n_ignored + (val.n_ignored if val is not None else 0), n_train)
+    extra.update(_ensemble_provenance(test.metadata))
     if test.images is not None:
         extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
                                            None if val_rows is None or rule == "val-file" else val_rows.images,
@@ -1032,6 +1050,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                       None if val_rows is None else val_rows.labels, options)
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
                         n_train)
+    extra.update(_ensemble_provenance(test.metadata))
     eval_images = None
     if images is not None:
         eval_images = images[0] if eval_mask is None else images[0][eval_mask]

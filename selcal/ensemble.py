@@ -1,0 +1,172 @@
+"""Deep ensembles from saved dumps: ``selcal ensemble M1 M2 ... --out ENS.parquet``.
+
+The members' softmax probabilities are averaged; the ensemble dump holds the logits
+log(mean_m softmax(v_m)) (so its softmax is the ensemble's mean probability), the
+per-row ``mutual_information`` H(mean_m p_m) - mean_m H(p_m) and ``disagreement`` (the
+fraction of members whose argmax differs from the ensemble's), the label, the split and
+the ids. Members are read in row batches, one after another: memory is O(N x K) for the
+running sum, never O(M x N x K).
+
+References
+----------
+Lakshminarayanan et al., "Simple and scalable predictive uncertainty estimation using
+deep ensembles", NeurIPS 2017; Xia et al., ICLR 2025 (deep ensembles as the baseline of
+selective classification).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import scores
+from .errors import SelcalError
+from .io import atomic_write, expand_binary, open_dump
+
+__all__ = ["ensemble", "EnsembleSummary", "ENSEMBLE_METADATA", "LOGITS_METADATA"]
+
+ENSEMBLE_METADATA = "selcal.ensemble"  # JSON: {"members": [...], "combine": ...}
+LOGITS_METADATA = "selcal.logits"  # "log-probabilities": softmax gives the probabilities, logsumexp = 0
+
+
+@dataclass
+class EnsembleSummary:
+    """What :func:`ensemble` wrote."""
+
+    path: str
+    members: list[str]
+    n_rows: int
+    num_classes: int
+    aligned_by: str  # "id" or "order"
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log p_k = (v_k - v_max) - log1p(S), exact in its top entry to the last digit near p = 1."""
+    _, _, rest = scores.softmax_terms(logits)
+    return logits - logits.max(axis=1, keepdims=True) - np.log1p(rest)[:, None]
+
+
+def _float_logits(batch_logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(batch_logits, dtype=np.float64)
+    return expand_binary(logits) if logits.shape[1] == 1 else logits
+
+
+def ensemble(paths, out, *, label_col: str = "label", logits_col: str | None = None) -> EnsembleSummary:
+    """Combine the dumps ``paths`` (the same rows, two or more models) into one dump at ``out``.
+
+    Rows are aligned by the ``id`` column when every member has one (the same set of ids;
+    the first member's order is kept), else by position, when every member has the same
+    labels in the same order. Anything else is refused with one line.
+    """
+    paths = [str(p) for p in paths]
+    if len(paths) < 2:
+        raise SelcalError("an ensemble needs at least two dumps")
+    if str(out) in paths:
+        raise SelcalError(f"{out}: is one of the members; write the ensemble to another file")
+    sources = [open_dump(path, label_col=label_col, logits_col=logits_col) for path in paths]
+    for source in sources:
+        if getattr(source, "confidence_only", False):
+            raise SelcalError(f"{source.path}: holds no logits; an ensemble averages the members' softmax")
+    first = sources[0]
+    n_classes = max(first.num_classes, 2)
+    for source in sources[1:]:
+        if max(source.num_classes, 2) != n_classes:
+            raise SelcalError(f"{source.path}: has K = {source.num_classes} classes but {first.path} has "
+                              f"K = {first.num_classes}; an ensemble needs models of the same classes")
+        if source.num_rows != first.num_rows:
+            raise SelcalError(f"{source.path}: has {source.num_rows} rows but {first.path} has {first.num_rows}; "
+                              "an ensemble needs the same rows in every member")
+    ids = [source.id_column() for source in sources]
+    if any(i is not None for i in ids) and not all(i is not None for i in ids):
+        without = paths[[i is None for i in ids].index(True)]
+        raise SelcalError(f"{without}: has no 'id' column but another member has; give every member ids, or none")
+    aligned_by = "id" if ids[0] is not None else "order"
+    n = first.num_rows
+
+    # Per-member permutation into the first member's row order (by id), or none (by order).
+    positions: list[np.ndarray | None] = [None] * len(sources)
+    if aligned_by == "id":
+        positions = [None]
+        order = np.argsort(ids[0], kind="stable")
+        for path, member_ids in zip(paths[1:], ids[1:]):
+            where = np.searchsorted(ids[0], member_ids, sorter=order)
+            where = np.minimum(where, n - 1)
+            found = order[where]
+            missing = ids[0][found] != member_ids
+            if missing.any():
+                row = int(np.flatnonzero(missing)[0])
+                raise SelcalError(f"{path}: column 'id', row {row}: id {str(member_ids[row])!r} is not in {paths[0]}; "
+                                  "an ensemble needs the same rows in every member")
+            positions.append(found)
+
+    log_sum = None  # running log sum_m p_m, (N, K): the only N x K array
+    entropy_sum = np.zeros(n)
+    member_preds = np.empty((len(sources), n), dtype=np.int32)
+    labels = split = None
+    for m, source in enumerate(sources):
+        offset = 0
+        for batch in source.batches():
+            rows = slice(offset, offset + batch.labels.size)
+            offset += batch.labels.size
+            target = np.arange(rows.start, rows.stop) if positions[m] is None else positions[m][rows]
+            logits = _float_logits(batch.logits)
+            log_p = _log_softmax(logits)
+            if log_sum is None:
+                log_sum = np.empty((n, n_classes))
+                labels = np.empty(n, dtype=np.int64)
+                split = np.empty(n, dtype=object) if batch.split is not None else None
+            if m == 0:
+                log_sum[target] = log_p
+                labels[target] = batch.labels
+                if split is not None:
+                    split[target] = batch.split
+            else:
+                differs = labels[target] != batch.labels
+                if differs.any():
+                    row = rows.start + int(np.flatnonzero(differs)[0])
+                    how = "for the same id" if aligned_by == "id" else "at the same row (no id column)"
+                    raise SelcalError(f"{source.path}: column '{source.label_col}', row {row}: label "
+                                      f"{int(batch.labels[row - rows.start])} but {paths[0]} has "
+                                      f"{int(labels[target][row - rows.start])} {how}; "
+                                      "an ensemble needs the same rows in every member")
+                log_sum[target] = np.logaddexp(log_sum[target], log_p)
+            entropy_sum[target] -= scores.negative_entropy(logits)
+            member_preds[m, target] = np.argmax(logits, axis=1)
+        if offset != n:
+            raise SelcalError(f"{source.path}: holds {offset} rows but its metadata says {n}; was it truncated?")
+
+    log_mean = log_sum
+    log_mean -= math.log(len(sources))  # log(mean_m p_m): every entry finite
+    ensemble_entropy = -scores.negative_entropy(log_mean)
+    mutual_information = np.maximum(ensemble_entropy - entropy_sum / len(sources), 0.0)
+    ensemble_pred = np.argmax(log_mean, axis=1)
+    disagreement = (member_preds != ensemble_pred[None, :]).mean(axis=0)
+
+    metadata = {
+        ENSEMBLE_METADATA: json.dumps({"members": paths, "combine": "log mean softmax", "aligned_by": aligned_by}),
+        LOGITS_METADATA: "log-probabilities",
+    }
+    columns = {
+        "logits": pa.FixedSizeListArray.from_arrays(pa.array(np.empty(0), type=pa.float64()), n_classes),
+        "label": pa.array(labels, type=pa.int64()),
+        "mutual_information": pa.array(mutual_information, type=pa.float64()),
+        "disagreement": pa.array(disagreement, type=pa.float64()),
+    }
+    if split is not None:
+        columns["split"] = pa.array(split.astype(str), type=pa.string())
+    if ids[0] is not None:
+        columns["id"] = pa.array(ids[0], type=pa.string())
+    schema = pa.schema([(name, array.type) for name, array in columns.items()], metadata=metadata)
+    step = max(1, min(65536, (1 << 20) // n_classes))  # rows per written slice: the Arrow copy stays small
+    with atomic_write(out, "wb") as handle, pq.ParquetWriter(handle, schema) as writer:
+        for start in range(0, n, step):
+            part = {name: array.slice(start, step) for name, array in columns.items()}
+            part["logits"] = pa.FixedSizeListArray.from_arrays(
+                pa.array(log_mean[start:start + step].ravel(), type=pa.float64()), n_classes)
+            writer.write_table(pa.table(part, schema=schema))
+    return EnsembleSummary(path=str(out), members=paths, n_rows=n, num_classes=n_classes, aligned_by=aligned_by)
