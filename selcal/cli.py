@@ -587,7 +587,7 @@ def pixels(
 def ensemble(
     members: List[Path] = typer.Argument(..., metavar="M1 M2 ...", help="Dumps of the same rows, one per member (two or more).", show_default=False),
     out: Path = typer.Option(..., "--out", metavar="ENS.parquet", help="The ensemble dump to write.", show_default=False),
-    label_col: str = typer.Option("label", help="Name of the label column."),
+    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary."),
 ):

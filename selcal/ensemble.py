@@ -56,7 +56,7 @@ def _float_logits(batch_logits: np.ndarray) -> np.ndarray:
     return expand_binary(logits) if logits.shape[1] == 1 else logits
 
 
-def ensemble(paths, out, *, label_col: str = "label", logits_col: str | None = None) -> EnsembleSummary:
+def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None = None) -> EnsembleSummary:
     """Combine the dumps ``paths`` (the same rows, two or more models) into one dump at ``out``.
 
     Rows are aligned by the ``id`` column when every member has one (the same set of ids;
