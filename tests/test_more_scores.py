@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ref_selective  # noqa: E402
 
 from selcal import posthoc, scores  # noqa: E402
-from selcal.evaluate import Options, evaluate_arrays  # noqa: E402
+from selcal.evaluate import Options, measure_arrays  # noqa: E402
 from selcal.report import LEADERBOARD_COLUMNS, leaderboard  # noqa: E402
 
 NEW = ("energy", "entropy", "margin", "logit_margin", "gini")
@@ -203,7 +203,7 @@ def test_pnorm_softmax_scores_and_calibration_follow_the_fit():
     rng = np.random.default_rng(2)
     logits = rng.normal(0.0, 3.0, size=(600, 6))
     labels = np.where(rng.random(600) < 0.8, logits.argmax(axis=1), rng.integers(0, 6, 600))
-    result = evaluate_arrays(logits[:400], labels[:400], logits[400:], labels[400:],
+    result = measure_arrays(logits[:400], labels[:400], logits[400:], labels[400:],
                              options=Options(scores=("msp", "pnorm_softmax")))
     metrics = result.scores["pnorm_softmax"]
     assert {"p", "temperature", "fallback", "ece", "aece", "mce"} <= set(metrics)
@@ -240,8 +240,8 @@ def test_every_registered_score_is_described_and_in_all():
 
 def test_the_original_four_are_unchanged_by_the_new_scores(h):
     logits, labels = h.make_data(n=900, k=6, seed=4)
-    default = evaluate_arrays(logits[:600], labels[:600], logits[600:], labels[600:])
-    everything = evaluate_arrays(logits[:600], labels[:600], logits[600:], labels[600:],
+    default = measure_arrays(logits[:600], labels[:600], logits[600:], labels[600:])
+    everything = measure_arrays(logits[:600], labels[:600], logits[600:], labels[600:],
                                  options=Options(scores=("all",)))
     for name in ("msp", "max_logit", "pnorm", "temp"):
         assert everything.scores[name] == default.scores[name], name
@@ -256,7 +256,7 @@ def test_the_original_four_are_unchanged_by_the_new_scores(h):
 
 def test_new_scores_do_not_depend_on_chunking_or_threads(h):
     logits, labels = h.make_data(n=500, k=5, seed=6)
-    runs = [evaluate_arrays(logits[:300], labels[:300], logits[300:], labels[300:],
+    runs = [measure_arrays(logits[:300], labels[:300], logits[300:], labels[300:],
                             options=Options(scores=("all",), chunk_rows=rows, workers=workers))
             for rows, workers in ((None, 1), (7, 3))]
     assert runs[0].scores == runs[1].scores
@@ -266,7 +266,7 @@ def test_leaderboard_has_a_column_per_chosen_score(h):
     from selcal.report import EvaluationResult
 
     logits, labels = h.make_data(n=400, k=4, seed=8)
-    model = evaluate_arrays(logits, labels, logits[:100], labels[:100], options=Options(scores=("msp", "gini")))
+    model = measure_arrays(logits, labels, logits[:100], labels[:100], options=Options(scores=("msp", "gini")))
     (row,) = leaderboard(EvaluationResult(models=[model]), sort_by="aurc_msp")
     assert row["aurc_gini"] == model.scores["gini"]["aurc"] and row["aurc_energy"] is None
 

@@ -20,7 +20,7 @@ import ref_selective  # noqa: E402
 
 import selcal  # noqa: E402
 from selcal.errors import SelcalError  # noqa: E402
-from selcal.evaluate import Options, evaluate_arrays  # noqa: E402
+from selcal.evaluate import Options, measure_arrays  # noqa: E402
 
 SELECTIVE = ("aurc", "eaurc", "augrc", "auroc", "fpr95", "cov@0.01", "cov@0.05", "cov@0.1",
              "risk@0.5", "risk@0.8", "risk@0.9")
@@ -35,7 +35,7 @@ def test_a_confidence_column_by_hand():
     logits = np.array([[2.0, 0.0]] * 5)
     labels = np.array([0, 0, 1, 0, 1])
     conf = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
-    result = evaluate_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("conf",)),
+    result = measure_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("conf",)),
                              columns={"conf": conf})
     metrics = result.scores["conf"]
     # r_k = 0, 0, 1/3, 1/4, 2/5 -> AURC = (0 + 0 + 1/3 + 1/4 + 2/5) / 5
@@ -51,7 +51,7 @@ def test_columns_match_the_references(h):
     rng = np.random.default_rng(1)
     conf = np.round(rng.random(400) * 32) / 32  # ties on purpose
     unc = np.round(rng.normal(size=400) * 8) / 8
-    result = evaluate_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("conf",),
+    result = measure_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("conf",),
                                                              uncertainty_cols=("unc",)),
                              columns={"conf": conf, "unc": unc})
     correct = result.rows.correct
@@ -66,7 +66,7 @@ def test_columns_match_the_references(h):
 
 def test_a_column_outside_0_1_gets_no_calibration_metrics():
     logits = np.array([[1.0, 0.0]] * 4)
-    result = evaluate_arrays(logits, np.array([0, 1, 0, 0]), options=Options(scores=("msp",), score_cols=("s",)),
+    result = measure_arrays(logits, np.array([0, 1, 0, 0]), options=Options(scores=("msp",), score_cols=("s",)),
                              columns={"s": np.array([0.2, 0.5, 1.5, 0.9])})
     assert "ece" not in result.scores["s"] and not result.scores["s"]["probability_of_correct"]
 
@@ -83,12 +83,12 @@ def test_a_strictly_monotone_transform_leaves_every_selective_metric_unchanged(v
     logits = rng.normal(size=(n, 3))
     labels = np.where(rng.random(n) < 0.6, logits.argmax(axis=1), rng.integers(0, 3, n))
     f = {"affine": lambda v: 8 * v - 3, "cube": lambda v: v ** 3, "exp2": np.exp2, "negate": lambda v: -v}[transform]
-    base = evaluate_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("x",)), columns={"x": x})
+    base = measure_arrays(logits, labels, options=Options(scores=("msp",), score_cols=("x",)), columns={"x": x})
     if transform == "negate":  # decreasing: the same column read as an uncertainty
         options = Options(scores=("msp",), uncertainty_cols=("x",))
     else:
         options = Options(scores=("msp",), score_cols=("x",))
-    moved = evaluate_arrays(logits, labels, options=options, columns={"x": f(x)})
+    moved = measure_arrays(logits, labels, options=options, columns={"x": f(x)})
     assert _selective(moved.scores["x"]) == _selective(base.scores["x"])
 
 
