@@ -495,7 +495,7 @@ def _style() -> dict[str, Any]:
     return {**_STYLE, "font.family": list(_fonts()[0])}
 
 
-def user_text(text, limit: int | None = None) -> str:
+def user_text(text, limit: int | None = None, *, escape: bool = True) -> str:
     r"""``text`` from the user (a model or file name, an id, a group value) as matplotlib draws it literally.
 
     matplotlib treats a string with an even number of unescaped ``$`` as mathtext, where
@@ -506,6 +506,8 @@ def user_text(text, limit: int | None = None) -> str:
     can draw become :data:`REPLACEMENT_CHARACTER` instead of a missing-glyph warning.
     With ``limit``, a longer text is cut in its middle to ``limit`` characters ("head…tail"),
     so that a long name cannot squeeze the axes out of a figure (``NAME_LIMITS``).
+    ``escape=False`` for a text artist made with ``parse_math=False`` (which would draw the
+    escaping backslash): glyphs and length are handled the same.
     Every drawing function of this module (and any figure added to it) passes model names,
     group values and file names through this function.
 
@@ -527,7 +529,7 @@ def user_text(text, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         head = (limit - 1) // 2
         text = text[:head] + "…" + text[len(text) - (limit - 1 - head):]
-    return text.replace("$", "\\$")
+    return text.replace("$", "\\$") if escape else text
 
 
 def _new_figure(width: float, height: float):

@@ -308,3 +308,26 @@ def test_every_registered_score_is_drawn_with_its_own_colour():
     for name in probability:  # each panel's bins give the reported ECE
         data = plots.reliability_data(np.exp(m.score_values[name]), m.rows.correct, 15)
         assert data.ece() == pytest.approx(m.scores[name]["ece"], abs=1e-12), name
+
+
+def test_cli_run_with_figures_writes_no_warning(tmp_path):
+    """A whole `selcal evaluate --plots --report` in a fresh interpreter: stderr holds selcal's own lines only."""
+    import os
+    import subprocess
+    import sys
+
+    logits, labels = logits_for(1500, seed=9)
+    rng = np.random.default_rng(9)
+    source = np.array([f"域{i}_$x$" for i in range(60)])[rng.integers(0, 60, size=1500)]
+    path = tmp_path / "模型_β$a_b^c.parquet"
+    pq.write_table(pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(logits.ravel()), 5),
+                             "label": pa.array(labels), "source": pa.array(source)}), path)
+    code = "import sys; from selcal.cli import run; sys.argv[0] = 'selcal'; run()"
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code, "evaluate", str(path), "--plots",
+                           str(tmp_path / "figs"), "--report", str(tmp_path / "r.html"), "--group-col", "source",
+                           "--scores", "msp,max_logit,temp"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONWARNINGS="default"))
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("selcal: ") for line in lines), done.stderr
+    assert not re.search(r"Warning|warn\(|Glyph|constrained", done.stderr), done.stderr
