@@ -1129,8 +1129,11 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
              lambda: figure_rc_overlay(models, max_points=max_points)),
         ]
         drawn = [i for i, reason in enumerate(vmax_reasons) if reason is None]
-        left_out = [f"{m.name} ({reason})" for m, reason in zip(models, vmax_reasons)
-                    if reason is not None and "msp" in m.scores]
+        by_reason: dict[str, list[str]] = {}
+        for m, reason in zip(models, vmax_reasons):
+            if reason is not None and "msp" in m.scores:
+                by_reason.setdefault(reason, []).append(m.name)
+        left_out = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
         if len(drawn) >= 2:
             if left_out:
                 notes.append(f"overlay_vmax_msp leaves out {'; '.join(left_out)}")
