@@ -90,7 +90,7 @@ def test_check_shows_and_writes_the_current_files_warnings(cli, dumps, tmp_path)
     assert result.exit_code == 0, result.stderr
     assert _stderr_warnings(result) == [f"selcal: warning: small: {w}" for w in expected]
     assert "Warnings about the data" in md.read_text() and "only 48 evaluation rows" in md.read_text()
-    from junitparser import JUnitXml
+    JUnitXml = pytest.importorskip("junitparser").JUnitXml  # in the test extra
 
     suite = next(iter(JUnitXml.fromfile(str(xml))))
     assert [p.value for p in suite.properties() if p.name == "warning"] == [f"small: {w}" for w in expected]
@@ -237,7 +237,8 @@ def _result(name, metrics, ci=None, *, bootstrap=True, warnings=()):
 
 
 def test_junit_survives_dotted_model_names_and_skips_what_it_cannot_judge():
-    from junitparser import Failure, JUnitXml, Skipped
+    junitparser = pytest.importorskip("junitparser")  # in the test extra
+    Failure, JUnitXml, Skipped = junitparser.Failure, junitparser.JUnitXml, junitparser.Skipped
 
     base = _result("lspair_alpha0.1", {"aurc": 0.05, "auroc": 0.9, "cece": 0.010},
                    {"aurc": [0.04, 0.06], "auroc": [0.88, 0.92]})
@@ -262,7 +263,7 @@ def test_junit_survives_dotted_model_names_and_skips_what_it_cannot_judge():
 
 
 def test_junit_of_compare_has_dot_free_class_names(cli, dumps, tmp_path):
-    from junitparser import JUnitXml
+    JUnitXml = pytest.importorskip("junitparser").JUnitXml  # in the test extra
 
     logits, labels = make_data(n=400, seed=6)
     a, b = dumps.npz("m.v1.npz", logits, labels), dumps.npz("m.v2.npz", logits, labels)
