@@ -115,11 +115,15 @@ def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
     if labels.dtype.kind == "b":
         labels = labels.astype(np.int64)
     elif labels.dtype.kind == "f":
-        whole = np.isfinite(labels) & (labels == np.round(labels)) & (np.abs(labels) < 2.0**62)
+        whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise SelcalError(f"{name}: row {row}: label {float(labels[row])!r} is not a whole number; "
-                              "labels must be integers 0 .. K-1")
+            what = "no label (NaN or null)" if np.isnan(labels[row]) else f"label {float(labels[row])!r}, not a whole number"
+            raise SelcalError(f"{name}: row {row}: has {what}; labels must be integers 0 .. K-1")
+        huge = np.abs(labels) >= 2.0**62
+        if huge.any():
+            row = int(np.flatnonzero(huge)[0])
+            raise SelcalError(f"{name}: row {row}: label {float(labels[row]):g} is outside 0 .. {n_classes - 1}")
         labels = labels.astype(np.int64)
     elif labels.dtype.kind in "iu":
         if labels.dtype.kind == "u" and labels.size and labels.max() > np.iinfo(np.int64).max:

@@ -638,7 +638,7 @@ def validation_order(refit: RefitData) -> np.ndarray:
 
 
 # ------------------------------------------------------------------- cluster bootstrap
-def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int):
+def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int, bins: int = 0):
     """Yield blocks of resamples as row multiplicities (block, n): each resample draws as many
     clusters as there are, with replacement, and every row counts as often as its cluster.
 
@@ -648,7 +648,7 @@ def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int):
     present, cluster_of_row = np.unique(clusters, return_inverse=True)
     n_clusters = present.size
     rng = np.random.default_rng(seed)
-    block = _block_size(cluster_of_row.size)
+    block = _block_size(max(cluster_of_row.size, bins))
     for start in range(0, resamples, block):
         size = min(block, resamples - start)
         draws = rng.integers(0, n_clusters, size=(size, n_clusters), dtype=np.int64)
@@ -663,8 +663,10 @@ def _cluster_metrics(data: RowData, resamples: int, seed: int, refit) -> dict[st
     order = canonical_order(data)
     ordered = data.take(order)
     prepared = _Prepared(ordered)
-    return _stack([prepared.metrics_of_counts(counts)
-                   for counts in draw_cluster_counts(ordered.clusters, resamples, seed)])
+    values = _Values(resamples)  # one float64 per metric and resample, as in _all_metrics
+    for counts in draw_cluster_counts(ordered.clusters, resamples, seed, data.bins):
+        values.add(prepared.metrics_of_counts(counts))
+    return values.values
 
 
 def canonical_order(*datas: RowData) -> np.ndarray:

@@ -167,7 +167,8 @@ def test_torch_is_not_imported_for_numpy_arrays():
      "logits: row 3 holds NaN for class 1; logits must be finite"),
     (lambda l, y: (l, np.where(np.arange(y.size) == 5, 9, y)), "labels: row 5: label 9 is outside 0 .. 3"),
     (lambda l, y: (l, y[:-1]), "labels: has 299 labels but logits has 300 rows"),
-    (lambda l, y: (l, y + 0.5), "labels: row 0: label"),
+    (lambda l, y: (l, y + 0.5), "labels: row 0: has label"),
+    (lambda l, y: (l, np.where(np.arange(y.size) == 2, 1e20, y)), "labels: row 2: label 1e+20 is outside 0 .. 3"),
     (lambda l, y: (l[:, :, None], y), "logits: has shape (300, 4, 1)"),
     (lambda l, y: (l[:0], y[:0]), "logits: has no rows"),
 ])
