@@ -795,7 +795,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
         raise SelcalError(f"compare takes --val twice (A's, then B's) or not at all; got {len(val)}")
 
     def read(path):
-        return read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+        return read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                         seed=options.seed)  # (segmentation folders: the seed of the pixel draw)
 
     a, b = read(path_a), read(path_b)
     if a.num_classes != b.num_classes:

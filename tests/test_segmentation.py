@@ -407,3 +407,29 @@ def test_plots_add_rank_maps_of_chosen_or_named_images(tmp_path):
     assert write_rank_maps(both, tmp_path / "p3", count=0) == []
     with pytest.raises(SelcalError, match="no evaluated image 'nope'"):
         write_rank_maps(both, tmp_path / "p4", images=["nope"])
+
+
+# ---------------------------------------------------------------------- the sample pair
+SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sample_logits")
+# folder: (n_eval, eval images, pixel accuracy, msp AURC) with the default settings
+PINNED_PAIR = {"seg_alpha0": (22700, 48, 0.9220704845814978, 0.014760112748740438),
+               "seg_alpha0.1": (22700, 48, 0.918237885462555, 0.01809115673035809)}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_PAIR))
+def test_sample_segmentation_pair(name):
+    folder = os.path.join(SAMPLES, name)
+    model = selcal.evaluate(folder).models[0]
+    n_eval, images, accuracy, aurc = PINNED_PAIR[name]
+    assert (model.n_eval, model.extra["pixels"]["eval_images"]) == (n_eval, images)
+    assert model.accuracy == pytest.approx(accuracy, abs=1e-15)
+    assert model.scores["msp"]["aurc"] == pytest.approx(aurc, abs=1e-15)
+    # independently: every labelled pixel, flattened by a loop, gives the folder's P = 0 numbers
+    items = []
+    for file in sorted(os.listdir(folder)):
+        with np.load(os.path.join(folder, file)) as archive:
+            items.append((file[:-4], archive["logits"], archive["label"]))
+    logits, labels, _ = brute_force_rows(items)
+    reference = selcal.evaluate_arrays(logits, labels, options=selcal.Options(scores=("msp",)))
+    every = selcal.evaluate(folder, pixels_per_image=0, scores=("msp",)).models[0]
+    assert every.scores["msp"] == reference.scores["msp"] and every.accuracy == reference.accuracy
