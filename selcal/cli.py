@@ -297,11 +297,15 @@ def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at
 
 
 @contextmanager
-def _progress_bar():
-    """A rows-per-second progress line on stderr while evaluation rows are reduced.
+def _progress_bar(delay: float = 2.0):
+    """A rows-per-second progress line on stderr while a model is read, fitted and evaluated.
 
-    Shown only on a terminal, and only once the work has lasted a couple of seconds.
+    Shown only on a terminal, and only once the work has lasted ``delay`` seconds: a timer
+    starts it, so the spinner also turns while T and p are fitted on the validation rows
+    (before any evaluation row is counted). Transient: it disappears when done.
     """
+    import threading
+
     from rich.console import Console
     from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -309,20 +313,28 @@ def _progress_bar():
     if not console.is_terminal:
         yield None
         return
-    bar = Progress(SpinnerColumn(), TextColumn("evaluation rows"), MofNCompleteColumn(),
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console, transient=True)
-    task = bar.add_task("rows", total=None, rate="")
-    started = time.monotonic()
+    task = bar.add_task("reading, fitting", total=None, rate="")
+    timer = threading.Timer(delay, bar.start)
+    timer.daemon = True
+    timer.start()
+
+    first: list = []  # (time, rows) of the first count: the rate is of the evaluation pass, not of the fits
 
     def advance(done: int, total: int | None) -> None:
-        elapsed = time.monotonic() - started
-        if elapsed > 2 and not bar.live.is_started:
-            bar.start()
-        bar.update(task, completed=done, total=total, rate=f"{done / max(elapsed, 1e-9):,.0f} rows/s")
+        now = time.monotonic()
+        if not first:
+            first.append((now, done))
+        rate = (done - first[0][1]) / (now - first[0][0]) if now > first[0][0] else 0.0
+        bar.update(task, description="evaluation rows", completed=done, total=total,
+                   rate=f"{rate:,.0f} rows/s" if rate else "")
 
     try:
         yield advance
     finally:
+        timer.cancel()
+        timer.join()
         bar.stop()
 
 
