@@ -472,6 +472,9 @@ class Report:
 
         if self.failures:
             lines += ["**Failures**", ""] + table(self.failures) + [""]
+        close = [r for r in self.rows if r.close]
+        if close:
+            lines += [f"**Close** (passed, within {100 * CLOSE:g}% of failing)", ""] + table(close) + [""]
         lines += ["<details><summary>All metrics</summary>", ""] + table(self.rows) + ["", "</details>", ""]
         return "\n".join(lines)
 

@@ -312,6 +312,9 @@ def test_check_shows_failed_and_close_rows_by_default_and_all_with_all(cli, tmp_
     shown = {line.split("│")[0].strip() for line in result.stdout.splitlines() if "│" in line}
     assert shown == {"msp AURC", "msp ECE"}  # failed, close (0.0009 of 0.001); not AUROC, accuracy, error
     assert "(close)" in result.stdout and "shown: 1 failed and 1 close of 6 metrics" in result.stdout
+    markdown = cli(*args, "--markdown", "-").stdout
+    close = markdown[markdown.index("**Close**"):markdown.index("<details>")]
+    assert "msp ECE" in close and "msp AURC" not in close
     every = cli(*args, "--all")
     shown = {line.split("│")[0].strip() for line in every.stdout.splitlines() if "│" in line}
     assert shown == {"msp AURC", "msp ECE", "msp AUROC", "accuracy", "error", "class-wise ECE"}
