@@ -677,6 +677,9 @@ def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> 
     """
     correct = result.rows.correct
     for name in options.score_cols + options.uncertainty_cols:
+        if name not in columns:
+            raise SelcalError(f"score column '{name}': no values were given for it; score columns are read from "
+                              "the TEST file (selcal.evaluate, or measure_arrays(..., columns={name: values}))")
         values = np.asarray(columns[name], dtype=np.float64)
         if values.size != correct.size:
             raise AssertionError(f"column {name}: {values.size} values for {correct.size} evaluation rows")

@@ -20,7 +20,7 @@ import ref_selective  # noqa: E402
 
 import selcal  # noqa: E402
 from selcal.errors import SelcalError  # noqa: E402
-from selcal.evaluate import Options, measure_arrays  # noqa: E402
+from selcal.evaluate import Options, evaluate_arrays, measure_arrays  # noqa: E402
 
 SELECTIVE = ("aurc", "eaurc", "augrc", "auroc", "fpr95", "cov@0.01", "cov@0.05", "cov@0.1",
              "risk@0.5", "risk@0.8", "risk@0.9")
@@ -173,3 +173,9 @@ def test_cli_json_table_and_bootstrap_with_columns(cli, dumps, h):
 def test_options_refuse_an_empty_column_name():
     with pytest.raises(SelcalError):
         Options(score_cols=("",))
+
+
+def test_a_score_column_without_values_is_one_clear_error():
+    logits = np.array([[1.0, 0.0]] * 4)
+    with pytest.raises(SelcalError, match="score column 'c': no values were given for it"):
+        evaluate_arrays(logits, np.array([0, 1, 0, 0]), options=Options(scores=("msp",), score_cols=("c",)))
