@@ -56,6 +56,17 @@ def _float_logits(batch_logits: np.ndarray) -> np.ndarray:
     return expand_binary(logits) if logits.shape[1] == 1 else logits
 
 
+def _check_unique(path: str, ids: np.ndarray | None) -> None:
+    if ids is None:
+        return
+    unique, first_index, counts = np.unique(ids, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        duplicate = unique[counts > 1][0]
+        rows = np.flatnonzero(ids == duplicate)[:2].tolist()
+        raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row {rows[0]}; "
+                          "every row needs its own id")
+
+
 def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None = None) -> EnsembleSummary:
     """Combine the dumps ``paths`` (the same rows, two or more models) into one dump at ``out``.
 
@@ -68,47 +79,52 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
         raise SelcalError("an ensemble needs at least two dumps")
     if str(out) in paths:
         raise SelcalError(f"{out}: is one of the members; write the ensemble to another file")
-    sources = [open_dump(path, label_col=label_col, logits_col=logits_col) for path in paths]
-    for source in sources:
+    def member(path):
+        source = open_dump(path, label_col=label_col, logits_col=logits_col)
         if getattr(source, "confidence_only", False):
             raise SelcalError(f"{source.path}: holds no logits; an ensemble averages the members' softmax")
-    first = sources[0]
-    n_classes = max(first.num_classes, 2)
-    for source in sources[1:]:
-        if max(source.num_classes, 2) != n_classes:
-            raise SelcalError(f"{source.path}: has K = {source.num_classes} classes but {first.path} has "
-                              f"K = {first.num_classes}; an ensemble needs models of the same classes")
-        if source.num_rows != first.num_rows:
-            raise SelcalError(f"{source.path}: has {source.num_rows} rows but {first.path} has {first.num_rows}; "
-                              "an ensemble needs the same rows in every member")
-    ids = [source.id_column() for source in sources]
-    if any(i is not None for i in ids) and not all(i is not None for i in ids):
-        without = paths[[i is None for i in ids].index(True)]
-        raise SelcalError(f"{without}: has no 'id' column but another member has; give every member ids, or none")
-    aligned_by = "id" if ids[0] is not None else "order"
-    n = first.num_rows
+        return source
 
-    # Per-member permutation into the first member's row order (by id), or none (by order).
-    positions: list[np.ndarray | None] = [None] * len(sources)
-    if aligned_by == "id":
-        positions = [None]
-        order = np.argsort(ids[0], kind="stable")
-        for path, member_ids in zip(paths[1:], ids[1:]):
-            where = np.searchsorted(ids[0], member_ids, sorter=order)
-            where = np.minimum(where, n - 1)
+    # First look at every member (K, rows, ids), one at a time: a member read whole (.npz) is
+    # released before the next is opened, so at most one member's logits are held at once.
+    first = member(paths[0])
+    n_classes, n, first_ids = max(first.num_classes, 2), first.num_rows, first.id_column()
+    _check_unique(paths[0], first_ids)
+    aligned_by = "id" if first_ids is not None else "order"
+    positions: list[np.ndarray | None] = [None] * len(paths)  # member row -> row of the first member
+    order = np.argsort(first_ids, kind="stable") if first_ids is not None else None
+    first_path, first_classes = first.path, first.num_classes
+    del first
+    for index, path in enumerate(paths[1:], start=1):
+        source = member(path)
+        if max(source.num_classes, 2) != n_classes:
+            raise SelcalError(f"{source.path}: has K = {source.num_classes} classes but {first_path} has "
+                              f"K = {first_classes}; an ensemble needs models of the same classes")
+        if source.num_rows != n:
+            raise SelcalError(f"{source.path}: has {source.num_rows} rows but {first_path} has {n}; "
+                              "an ensemble needs the same rows in every member")
+        member_ids = source.id_column()
+        _check_unique(path, member_ids)
+        if (member_ids is None) != (first_ids is None):
+            without = path if member_ids is None else first_path
+            raise SelcalError(f"{without}: has no 'id' column but another member has; give every member ids, or none")
+        if member_ids is not None:
+            where = np.minimum(np.searchsorted(first_ids, member_ids, sorter=order), n - 1)
             found = order[where]
-            missing = ids[0][found] != member_ids
+            missing = first_ids[found] != member_ids
             if missing.any():
                 row = int(np.flatnonzero(missing)[0])
-                raise SelcalError(f"{path}: column 'id', row {row}: id {str(member_ids[row])!r} is not in {paths[0]}; "
-                                  "an ensemble needs the same rows in every member")
-            positions.append(found)
+                raise SelcalError(f"{path}: column 'id', row {row}: id {str(member_ids[row])!r} is not in "
+                                  f"{first_path}; an ensemble needs the same rows in every member")
+            positions[index] = found
+        del source
 
     log_sum = None  # running log sum_m p_m, (N, K): the only N x K array
     entropy_sum = np.zeros(n)
-    member_preds = np.empty((len(sources), n), dtype=np.int32)
+    member_preds = np.empty((len(paths), n), dtype=np.int32)
     labels = split = None
-    for m, source in enumerate(sources):
+    for m, path in enumerate(paths):
+        source = member(path)
         offset = 0
         for batch in source.batches():
             rows = slice(offset, offset + batch.labels.size)
@@ -139,11 +155,12 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
             member_preds[m, target] = np.argmax(logits, axis=1)
         if offset != n:
             raise SelcalError(f"{source.path}: holds {offset} rows but its metadata says {n}; was it truncated?")
+        del source
 
     log_mean = log_sum
-    log_mean -= math.log(len(sources))  # log(mean_m p_m): every entry finite
+    log_mean -= math.log(len(paths))  # log(mean_m p_m): every entry finite
     ensemble_entropy = -scores.negative_entropy(log_mean)
-    mutual_information = np.maximum(ensemble_entropy - entropy_sum / len(sources), 0.0)
+    mutual_information = np.maximum(ensemble_entropy - entropy_sum / len(paths), 0.0)
     ensemble_pred = np.argmax(log_mean, axis=1)
     disagreement = (member_preds != ensemble_pred[None, :]).mean(axis=0)
 
@@ -159,8 +176,8 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
     }
     if split is not None:
         columns["split"] = pa.array(split.astype(str), type=pa.string())
-    if ids[0] is not None:
-        columns["id"] = pa.array(ids[0], type=pa.string())
+    if first_ids is not None:
+        columns["id"] = pa.array(first_ids, type=pa.string())
     schema = pa.schema([(name, array.type) for name, array in columns.items()], metadata=metadata)
     step = max(1, min(65536, (1 << 20) // n_classes))  # rows per written slice: the Arrow copy stays small
     with atomic_write(out, "wb") as handle, pq.ParquetWriter(handle, schema) as writer:

@@ -156,3 +156,33 @@ def test_cli_ensemble_then_evaluate(cli, dumps):
     assert set(report["models"][0]["scores"]) == {"msp", "entropy", "mutual_information"}
     with pytest.raises(SelcalError, match="is one of the members"):
         ensemble([paths[0], out], out)
+
+
+def test_duplicate_ids_are_refused(cli, dumps):
+    logits, labels = members(n=10, seed=6)
+    ids = pa.array(["a", "b", "c", "d", "e", "f", "g", "h", "i", "i"])
+    a = dumps.parquet("a.parquet", logits[0], labels, extra={"id": pa.array(list("abcdefghij"))})
+    b = dumps.parquet("b.parquet", logits[1], labels, extra={"id": ids})
+    result = cli("ensemble", a, b, "--out", dumps.path("ens.parquet"))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"selcal: error: {b}: column 'id', row 9: id 'i' also at row 8; every row needs its own id"
+
+
+def test_memory_does_not_grow_with_the_number_of_members(dumps):
+    """Members are read one after another: eight members take about the memory of two."""
+    import tracemalloc
+
+    n, k = 4000, 200  # one member: 3.2 MB of float32 logits, 6.4 MB as float64
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, k, n)
+    paths = [dumps.npz(f"m{j}.npz", rng.normal(size=(n, k)).astype(np.float32), labels) for j in range(8)]
+
+    def peak(members):
+        tracemalloc.start()
+        ensemble(members, dumps.path(f"ens{len(members)}.parquet"))
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    two, eight = peak(paths[:2]), peak(paths)
+    assert eight < two + 2 * n * k * 4, (two, eight)  # not six more members' logits
