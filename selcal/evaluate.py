@@ -749,18 +749,24 @@ def data_warnings(rows: RowReduction, log_probabilities: bool = False) -> list[s
     return warnings
 
 
-def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=None) -> None:
-    """Refuse duplicate ids within a file. Ids are unique within a file only: a --val file may
-    reuse its TEST file's ids (both often hold row numbers 0 .. N-1); a real leak is found by
-    content instead (:func:`count_shared_rows`)."""
-    for path, ids in ((test_path, test_ids), (val_path, val_ids)):
-        if ids is not None:
-            unique, counts = np.unique(ids, return_counts=True)
-            if (counts > 1).any():
-                duplicate = unique[counts > 1][0]
-                rows = np.flatnonzero(ids == duplicate)[:2].tolist()
-                raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(duplicate)!r} also at row "
-                                  f"{rows[0]}; every row needs its own id")
+def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=None, test_split=None,
+              val_split=None) -> None:
+    """Refuse duplicate ids within a file (within one split of it, when it has a split column).
+
+    Ids are unique within a file only: a --val file may reuse its TEST file's ids (both
+    often hold row numbers 0 .. N-1), and so may the val and test rows of one file; a real
+    leak is found by content instead (:func:`count_shared_rows`).
+    """
+    for path, ids, split in ((test_path, test_ids, test_split), (val_path, val_ids, val_split)):
+        if ids is None:
+            continue
+        keys = ids if split is None else np.char.add(np.char.add(split.astype(str), "\x00"), ids.astype(str))
+        unique, counts = np.unique(keys, return_counts=True)
+        if (counts > 1).any():
+            rows = np.flatnonzero(keys == unique[counts > 1][0])[:2].tolist()
+            where = "" if split is None else f" of the split '{split[rows[1]]}'"
+            raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(ids[rows[1]])!r} also at row "
+                              f"{rows[0]}{where}; every row needs its own id")
 
 
 _LEAK_SEED = 0
@@ -857,7 +863,8 @@ def _ensemble_provenance(metadata: dict) -> dict:
 def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
                   progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
-    check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None)
+    check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None,
+              test.split, val.split if val is not None else None)
     val_rows, eval_rows, rule = split_rows(test, val, options)
     n_train = test.n_train + (val.n_train if val is not None else 0)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
@@ -1019,7 +1026,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     if test.num_kept_rows == 0:
         raise SelcalError(f"{test.path}: column '{test.label_col}': {nothing_left_message(test)}")
     check_ids(test.path, test.id_column(), val.path if val is not None else None,
-              val.id_column() if val is not None else None)
+              val.id_column() if val is not None else None, test.split_column(),
+              val.split_column() if val is not None else None)
     images = test.image_column()
 
     def holdout() -> np.ndarray:

@@ -105,11 +105,23 @@ def test_the_same_file_as_test_and_val_is_warned(dumps, data, canonical, h):
 def test_duplicate_ids_within_a_file_are_still_refused(dumps, data):
     logits, labels, split = data
     ids = np.arange(N)
-    ids[9] = 4
+    ids[10] = 4  # rows 4 and 10 are both 'test' rows
     path = dumps.parquet("dup.parquet", logits, labels, split=split, extra={"id": pa.array(ids)})
     for stream in (False, True):
-        with pytest.raises(SelcalError, match=r"column 'id', row 9: id '4' also at row 4"):
+        with pytest.raises(SelcalError, match=r"column 'id', row 10: id '4' also at row 4 of the split 'test'; "
+                                              r"every row needs its own id"):
             model_json(path, stream=stream)
+
+
+def test_one_file_whose_splits_number_their_rows_apart(dumps, data, canonical, h):
+    """Validation and test rows concatenated, each part with its own row numbers 0 .. n-1."""
+    logits, labels, split = data
+    ids = np.zeros(N, dtype=np.int64)
+    for part in ("val", "test"):
+        ids[split == part] = np.arange(np.count_nonzero(split == part))
+    path = dumps.parquet("per_split_ids.parquet", logits, labels, split=np.where(split == "val", "validation", "test"),
+                         extra={"id": pa.array(ids)})
+    h.assert_same_numbers(both_paths(path), canonical)
 
 
 # ------------------------------------------------------------- split values

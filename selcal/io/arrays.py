@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import DumpSource, _fail, _labels_to_int, canonical_split_array, finite_values
-from .columns import Kind, find_label, find_logits
+from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -64,8 +64,8 @@ class ArraysSource(DumpSource):
         if labels.ndim != 1 or labels.size != n_rows:
             raise _fail(path, label_col, None, f"has shape {labels.shape}; expected ({n_rows},), one label per row")
         self.num_rows = int(n_rows)
-        split = self._per_row(arrays, "split", n_rows)
-        ids = self._per_row(arrays, "id", n_rows)
+        split = self._per_row(arrays, SPLIT_NAME, n_rows)
+        ids = self._per_row(arrays, ID_NAME, n_rows)
         groups = None
         self.group_col = group_col
         if group_col is not None:
@@ -77,7 +77,7 @@ class ArraysSource(DumpSource):
             groups = self._per_row(arrays, group_col, n_rows)
         self._columns = dict(
             logits=logits, labels=_labels_to_int(path, label_col, labels, None),
-            split=None if split is None else canonical_split_array(path, "split", split),
+            split=None if split is None else canonical_split_array(path, SPLIT_NAME, split),
             ids=ids, groups=groups)
 
     def _per_row(self, arrays: dict, name: str, n_rows: int) -> np.ndarray | None:

@@ -276,8 +276,12 @@ def _short(exc: BaseException) -> str:
 
 
 
-def _strings(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
-    """A string column as a numpy unicode array, through a dictionary (no Python object per row)."""
+def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonical=None) -> np.ndarray:
+    """A string column as a numpy unicode array, through a dictionary (no Python object per row).
+
+    ``canonical`` maps the distinct values to canonical ones ("" for a value refused); it is
+    applied to the dictionary, not per row.
+    """
     if column.null_count:
         raise _fail(path, name, first_row + _first_null_row(column), "is empty (null); give every row a value")
     if isinstance(column, pa.ChunkedArray):
@@ -285,9 +289,17 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.n
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(_as_text(path, name, column, first_row))
     values = np.array(_as_text(path, name, column.dictionary, first_row).to_pylist(), dtype=str)
+    indices = column.indices.to_numpy(zero_copy_only=False)
+    if canonical is not None:
+        mapped = canonical(values)
+        unknown = mapped == ""
+        if unknown.any():
+            row = int(np.flatnonzero(unknown[indices])[0])
+            raise _fail(path, name, first_row + row, unknown_split_message(values[indices[row]]))
+        values = mapped
     if values.size == 0:
         return np.array([], dtype=str)
-    return values[column.indices.to_numpy(zero_copy_only=False)]
+    return values[indices]
 
 
 def _as_text(path: str, name: str, column: pa.Array, first_row: int) -> pa.Array:
@@ -315,7 +327,7 @@ def _is_utf8(value) -> bool:
 
 def _splits(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
     """A split column as canonical values ``val``/``test``/``train`` (CONVENTIONS.md, "Inputs and layouts")."""
-    return canonical_split_array(path, name, _strings(path, name, column, first_row), first_row)
+    return _strings(path, name, column, first_row, canonical=canonical_splits)
 
 
 def canonical_split_array(path: str, name: str, values: np.ndarray, first_row: int = 0) -> np.ndarray:

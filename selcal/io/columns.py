@@ -9,7 +9,8 @@ and :func:`canonical_splits`; the rules below are CONVENTIONS.md, "Inputs and la
   naming family (:data:`WIDE_PREFIXES`: ``logit_0``, ``logits_0``, ``logit0``, ``logits0``,
   then plain ``0`` as ``pandas.DataFrame(logits)`` writes them); the only list column; a
   single float column among :data:`BINARY_NAMES` (one binary logit per row).
-- Split values: case-insensitive, aliases in :data:`SPLIT_ALIASES`; ``train`` rows are left out.
+- Split and ids: the optional columns :data:`SPLIT_NAME` and :data:`ID_NAME`. Split values are
+  case-insensitive, with the aliases of :data:`SPLIT_ALIASES`; ``train`` rows are left out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import numpy as np
 from ..errors import SelcalError
 
 LABEL_NAMES = ("label", "labels", "target", "y")
+SPLIT_NAME = "split"  # optional: which rows fit (val) and which are evaluated (test)
+ID_NAME = "id"  # optional: unique within a file
 BINARY_NAMES = ("logits", "logit", "score")
 WIDE_PREFIXES = ("logit_", "logits_", "logit", "logits", "")  # "" (plain 0 .. K-1) only when no other
 _WIDE = re.compile(r"^(logits?_?)?(\d+)$")

@@ -8,7 +8,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import DumpSource, SelcalError, _fail, _first_null_row, finite_values, _labels_to_int, _short, _splits, _strings
-from .columns import Kind, find_label, find_logits
+from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
 
@@ -64,16 +65,16 @@ class ParquetSource(DumpSource):
             raise _fail(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
         self.logits_col, self.wide_columns = self._resolve_logits(schema, kinds, logits_col)
         self.split_col = None
-        if "split" in names:
-            split_type = schema.field("split").type
+        self.split_col = SPLIT_NAME if SPLIT_NAME in names else None
+        if self.split_col is not None:
+            split_type = schema.field(SPLIT_NAME).type
             if not _is_text(split_type):
-                raise _fail(path, "split", None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
-            self.split_col = "split"
-        self.id_col = "id" if "id" in names else None
+                raise _fail(path, SPLIT_NAME, None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
+        self.id_col = ID_NAME if ID_NAME in names else None
         if self.id_col is not None:
-            id_type = schema.field("id").type
+            id_type = schema.field(ID_NAME).type
             if pa.types.is_nested(id_type):
-                raise _fail(path, "id", None, f"has type {id_type}; ids must be single values (strings or numbers)")
+                raise _fail(path, ID_NAME, None, f"has type {id_type}; ids must be single values (strings or numbers)")
         logits_columns = self.wide_columns or [self.logits_col]
         if group_col is not None:
             if group_col not in names:
@@ -82,7 +83,7 @@ class ParquetSource(DumpSource):
                 raise _fail(path, group_col, None, "holds the logits; --group-col names a column of group names "
                                                    "(e.g. the source of each row)")
             group_type = schema.field(group_col).type
-            if pa.types.is_nested(group_type) or kinds[group_col] is Kind.OTHER and not pa.types.is_binary(group_type):
+            if pa.types.is_nested(group_type):
                 raise _fail(path, group_col, None, f"has type {group_type}; --group-col needs one name or number "
                                                    "per row")
         self.group_col = group_col
@@ -125,13 +126,13 @@ class ParquetSource(DumpSource):
             table = self.file.read(columns=columns)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
-        ids = _strings(self.path, "id", table.column(self.id_col))
+        ids = _strings(self.path, self.id_col, table.column(self.id_col))
         keep = None
         if self.ignore_label is not None:
             labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
         if self.split_col:
-            train = _splits(self.path, "split", table.column(self.split_col).combine_chunks()) == "train"
+            train = _splits(self.path, self.split_col, table.column(self.split_col).combine_chunks()) == "train"
             keep = ~train if keep is None else keep & ~train
         return ids if keep is None else ids[keep]
 
@@ -190,7 +191,8 @@ class ParquetSource(DumpSource):
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
         labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
-        split = None if not self.split_col else _splits(self.path, "split", table.column("split").combine_chunks())
+        split = (None if not self.split_col
+                 else _splits(self.path, self.split_col, table.column(self.split_col).combine_chunks()))
         return labels, split
 
     @property
@@ -237,8 +239,9 @@ class ParquetSource(DumpSource):
         return dict(
             logits=logits,
             labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
-            split=None if self.split_col is None else _splits(path, "split", batch.column("split"), first_row),
-            ids=None if self.id_col is None else _strings(path, "id", batch.column("id"), first_row),
+            split=None if self.split_col is None else _splits(path, self.split_col, batch.column(self.split_col),
+                                                               first_row),
+            ids=None if self.id_col is None else _strings(path, self.id_col, batch.column(self.id_col), first_row),
             groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
                                                                   first_row),
         )
