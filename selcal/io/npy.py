@@ -51,4 +51,5 @@ class NpySource(ArraysSource):
             raise _fail(path, None, None, f"a .npy file holds no group names for --group-col '{group_col}'; "
                                           f"save an .npz with a '{group_col}' array")
         self.labels_path, labels = load_labels_beside(path)
-        super().__init__(path, {"logits": logits, "labels": labels}, None, ignore_label, None, None)
+        name = os.path.basename(self.labels_path)  # messages about the labels name their file
+        super().__init__(path, {"logits": logits, name: labels}, name, ignore_label, None, None)

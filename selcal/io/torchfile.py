@@ -6,6 +6,8 @@ ever unpickled. Needs PyTorch (``pip install torch``)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .arrays import ArraysSource
@@ -45,7 +47,7 @@ def load_torch(path: str):
     except Exception as exc:  # torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
         text = str(exc)
         reason = ("it holds Python objects that weights_only loading refuses" if "weights_only" in text
-                  or "Unsupported global" in text else _short(exc))
+                  or "Unsupported global" in text else _short(exc).split(". ")[0])
         raise _fail(path, None, None, f"not a readable .pt file ({reason}); {SAVE_PT}") from None
     if isinstance(loaded, dict):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
@@ -73,5 +75,6 @@ class TorchSource(ArraysSource):
                 raise _fail(path, None, None, f"a file of logits alone holds no group names for --group-col "
                                               f"'{group_col}'; {SAVE_PT} with a '{group_col}' entry")
             self.labels_path, labels = load_labels_beside(path)
-            loaded, label_col, logits_col = {"logits": loaded, "labels": labels}, None, None
+            label_col, logits_col = os.path.basename(self.labels_path), None  # messages name the labels file
+            loaded = {"logits": loaded, label_col: labels}
         super().__init__(path, loaded, label_col, ignore_label, group_col, logits_col, what="entry")
