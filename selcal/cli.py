@@ -169,7 +169,8 @@ def evaluate(
                 if output is not None:
                     outputs.write(output, render(board))
             figure_notes = _write_figures(result, plots_dir, report_path, outputs=outputs, **figure_options,
-                                          run_settings={"label_col": label_col or "auto (label, labels, target or y)", "logits_col": logits_col,
+                                          run_settings={"label_col": label_col or "auto (label, labels, target or y)",
+                                                        "logits_col": logits_col,
                                                         "ignore_label": ignore_label, "group_col": group_col})
             if plots_dir is not None:
                 figure_notes += _write_rank_maps(result, plots_dir, plot_format, rank_maps, rank_maps_of,
