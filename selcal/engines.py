@@ -50,6 +50,8 @@ class LocalEngine:
     def run(self, fn: Callable[[Any], Any], items: Sequence, *, progress: Progress | None = None,
             **resources) -> list:
         out: list = []
+        if progress is not None:
+            progress(0, len(items))
         for index, item in enumerate(items):
             try:
                 out.append(fn(item))
@@ -111,6 +113,8 @@ class RayEngine:
         position = {ref: index for index, ref in enumerate(refs)}
         out: list = [None] * len(refs)
         pending, done = list(refs), 0
+        if progress is not None:
+            progress(0, len(refs))
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:

@@ -473,21 +473,48 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
         columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
         headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
     from rich.markup import escape
+    from rich.measure import Measurement
 
-    table = Table(show_edge=False, pad_edge=False)
     name_width = max(14, console.width - 56)
-    for column in columns:
-        if column == "model":
-            table.add_column("model", no_wrap=True, max_width=name_width)
-        else:
-            table.add_column(headers[column], justify="right", no_wrap=True)
+    names = []
     for row in rows:
-        cells = _cells(row, columns)
-        if "model" in columns and len(cells[0]) > name_width:  # cut the name, keep the warning marker
+        name = _cells(row, ["model"])[0]  # the name and its warning marker
+        if len(name) > name_width:  # cut the name, keep the warning marker
             marker = f" {WARNING_MARKER}" if row.get("warnings") else ""
-            cells[0] = row["model"][:name_width - len(marker) - 1] + "…" + marker
-        table.add_row(*(escape(cell) for cell in cells))
-    console.print(table)
+            name = name[:name_width - len(marker) - 1] + "…" + marker
+        names.append(name)
+
+    def table_of(shown: list[str]) -> Table:
+        table = Table(show_edge=False, pad_edge=False)
+        for column in shown:
+            if column == "model":
+                table.add_column("model", no_wrap=True)
+            else:
+                table.add_column(headers[column], justify="right", no_wrap=True)
+        for name, row in zip(names, rows):
+            cells = _cells(row, shown)
+            if "model" in shown:
+                cells[0] = name
+            table.add_row(*(escape(cell) for cell in cells))
+        return table
+
+    def width(shown: list[str]) -> int:
+        unbounded = console.options.update(width=1 << 16)  # measured as if the console had no edge
+        return Measurement.get(console, unbounded, table_of(shown)).maximum
+
+    # Too wide for the console (many scores): stacked tables of the columns that fit, each with the
+    # model column, rather than cells squeezed to '…'.
+    groups: list[list[str]] = []
+    rest = [c for c in columns if c != "model"]
+    while rest:
+        group = ["model", rest.pop(0)]
+        while rest and width(group + rest[:1]) <= console.width:
+            group.append(rest.pop(0))
+        groups.append(group)
+    for index, group in enumerate(groups or [["model"]]):
+        if index:
+            console.print()
+        console.print(table_of(group))
     console.print(_leaderboard_note(columns, rows), soft_wrap=True, markup=False, highlight=False)
 
 

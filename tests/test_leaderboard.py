@@ -90,3 +90,30 @@ def test_cli_prints_the_leaderboard_and_writes_csv(tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["model"] for r in rows] == ["model1", "model0"]  # the sharper model is more accurate
     assert all(math.isfinite(float(r["aurc_msp"])) for r in rows)
+
+
+def test_a_board_wider_than_the_console_is_split_into_tables_never_squeezed():
+    from rich.console import Console
+
+    from selcal.report import leaderboard, render_leaderboard
+
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parent.parent / "sample_logits"
+    result = selcal.evaluate([str(samples / "calibrator_cifar10_resnet50_ce.parquet"),
+                              str(samples / "lspair_alpha0.1.parquet")], scores="all")
+    for width in (80, 130, 160):
+        console = Console(width=width, record=True, color_system=None)
+        render_leaderboard(leaderboard(result), console)
+        text = console.export_text()
+        lines = text.splitlines()
+        assert all(len(line) <= width for line in lines if not line.startswith("in %:"))  # the note is never cut
+        cells = [line.split("│", 1)[1] for line in lines if "│" in line] + \
+            [line.split("┃", 1)[1] for line in lines if "┃" in line]
+        assert not any("…" in cell for cell in cells)  # no value or header cut (a long model name may be)
+        header_cells = " ".join(line for line in lines if "┃" in line)
+        for score in selcal.scores.REGISTRY:
+            if width < 125 and score in ("max_logit", "temp"):  # a narrow terminal keeps the essential columns
+                continue
+            assert f" {score} " in f" {header_cells} ", (width, score)
+        assert text.count("lspair_alpha0.1 ") >= 2  # the model column repeated in each table
