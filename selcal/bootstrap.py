@@ -774,6 +774,7 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
 
     The two models must hold the same evaluation rows in the same order; every resample
     draws the same rows for both, so the noise the two share (which rows are easy) cancels.
+    Pixel rows (``model_a.clusters``, the image of each row) are resampled by whole images.
     Returns ``{level: {metric: {"a", "b", "difference", "ci", "undefined"}}}`` with
     level ``"model"`` or a score name; ``ci`` is None when the interval is undefined.
     """
@@ -788,8 +789,14 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
     order = canonical_order(data_a, data_b)
     prepared_a, prepared_b = _Prepared(data_a.take(order)), _Prepared(data_b.take(order))
     collected = _Values(resamples)
-    for draws in draw_resamples(data_a.n, resamples, seed, max(data_a.bins, data_b.bins)):
-        a, b = prepared_a.metrics(draws), prepared_b.metrics(draws)
+    if data_a.clusters is not None:  # pixel rows: both models resample the same whole images
+        blocks = draw_cluster_counts(data_a.clusters[order], resamples, seed, max(data_a.bins, data_b.bins))
+        measure = lambda p, counts: p.metrics_of_counts(counts)  # noqa: E731
+    else:
+        blocks = draw_resamples(data_a.n, resamples, seed, max(data_a.bins, data_b.bins))
+        measure = lambda p, draws: p.metrics(draws)  # noqa: E731
+    for draws in blocks:
+        a, b = measure(prepared_a, draws), measure(prepared_b, draws)
         collected.add({level: {m: b[level][m] - a[level][m] for m in a[level] if m in b.get(level, {})}
                        for level in a if level in b})
         if progress is not None:

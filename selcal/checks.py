@@ -726,7 +726,10 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
                 status = "better" if improved else "no significant difference"
         rows.append(Row(f"{model_a.name} -> {model_b.name}", metric.name, direction, "compare", entry["a"], entry["b"],
                         entry["difference"], ci_difference=ci, tolerance=tolerance, status=status, failed=failed))
-    notes = [f"paired bootstrap: {resamples} resamples of the same {model_a.n_eval} evaluation rows, seed {seed}",
+    clusters = getattr(model_a, "clusters", None)
+    unit = (f"the same {int(np.unique(clusters).size)} images ({model_a.n_eval} evaluation pixels, resampled by "
+            f"whole image)" if clusters is not None else f"the same {model_a.n_eval} evaluation rows")
+    notes = [f"paired bootstrap: {resamples} resamples of {unit}, seed {seed}",
              "class-wise ECE has no interval (not a mean over rows) and is not compared"]
     warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
     return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes, warnings)
@@ -813,7 +816,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
     def evaluate(fit, rows, name, path):
         return measure_arrays(rows.logits, rows.labels, None if fit is None else fit.logits,
-                               None if fit is None else fit.labels, options=options, name=name, path=path, split=rule)
+                               None if fit is None else fit.labels, options=options, name=name, path=path, split=rule,
+                               clusters=eval_a.images)  # pixel rows: A's images, so both resample the same ones
 
     model_a = evaluate(fit_a, eval_a, name_a, a.path)
     model_b = evaluate(fit_b, eval_b, name_b, b.path)

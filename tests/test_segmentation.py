@@ -208,11 +208,22 @@ def test_val_folder(tmp_path):
     assert model["pixels"]["val_images"] == 3 and model["pixels"]["eval_images"] == 4
 
 
-def test_compare_two_folders(tmp_path):
-    make_folder(tmp_path / "a", n=6, seed=1)
-    make_folder(tmp_path / "b", n=6, seed=2)
-    result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--bootstrap", "20", "-q"])
-    assert result.exit_code in (0, 1), result.output
+def test_compare_two_folders_resamples_images_as_their_pixel_dumps_do(tmp_path):
+    make_folder(tmp_path / "a", n=10, seed=1)
+    make_folder(tmp_path / "b", n=10, seed=2)
+    reports = []
+    for first, second in ((tmp_path / "a", tmp_path / "b"), (tmp_path / "a.parquet", tmp_path / "b.parquet")):
+        if first.suffix:
+            for folder in ("a", "b"):
+                assert runner.invoke(app, ["pixels", str(tmp_path / folder), "--out",
+                                           str(tmp_path / f"{folder}.parquet"), "-q"]).exit_code == 0
+        out = tmp_path / f"compare{len(reports)}.json"
+        result = runner.invoke(app, ["compare", str(first), str(second), "--bootstrap", "40", "-q",
+                                     "--json", str(out)])
+        assert result.exit_code in (0, 1), result.output
+        reports.append(out.read_text().replace(".parquet", ""))
+    assert reports[0] == reports[1]
+    assert "resamples of the same 8 images" in reports[0]
 
 
 # ----------------------------------------------------------------------------- bad input
