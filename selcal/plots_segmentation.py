@@ -122,11 +122,11 @@ def choose_images(models, count: int = DEFAULT_RANK_MAPS, *, score: str | None =
 
 def _image_panels(model, image: str):
     """(scores -> RankMap) of one image of a model evaluated on a segmentation folder."""
-    from .io.segmentation import read_image
+    from .io.segmentation import image_file, read_image
 
     pixels = model.extra.get("pixels") or {}
     ignore = int(pixels.get("ignore_label", 255))
-    logits, grid = read_image(Path(model.path) / f"{image}.npz")
+    logits, grid = read_image(image_file(model.path, image))
     k, h, w = logits.shape
     rows = logits.reshape(k, h * w).T
     predictions = np.argmax(rows, axis=1).reshape(h, w) if k > 1 else (rows[:, 0] > 0).astype(np.int64).reshape(h, w)

@@ -444,3 +444,25 @@ def test_sample_segmentation_pair(name):
     reference = selcal.evaluate_arrays(logits, labels, options=selcal.Options(scores=("msp",)))
     every = selcal.evaluate(folder, pixels_per_image=0, scores=("msp",)).models[0]
     assert every.scores["msp"] == reference.scores["msp"] and every.accuracy == reference.accuracy
+
+
+def test_only_regular_visible_npz_files_are_images(tmp_path):
+    make_folder(tmp_path / "seg", n=5)
+    (tmp_path / "seg" / ".hidden.npz").write_bytes(b"junk")
+    (tmp_path / "seg" / "folder.npz").mkdir()
+    (tmp_path / "seg" / "README.txt").write_text("scenes")
+    os.rename(tmp_path / "seg" / "img002.npz", tmp_path / "seg" / "img002.NPZ")
+    source = open_dump(str(tmp_path / "seg"))
+    assert list(source.images) == [f"img{i:03d}" for i in range(5)]
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / ".x.npz").write_bytes(b"junk")
+    assert _error(["evaluate", str(tmp_path / "hidden")]).startswith("selcal: error: ")
+
+
+def test_reading_a_folder_reports_progress_image_by_image(tmp_path):
+    make_folder(tmp_path / "seg", n=5)
+    calls = []
+    selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=10, scores=("msp",),
+                    progress=lambda done, total: calls.append((done, total)))
+    reading = calls[:5]
+    assert [done for done, _ in reading] == [10, 20, 30, 40, 50] and all(total == 50 for _, total in reading)

@@ -38,12 +38,24 @@ PIXELS_METADATA = "selcal.pixels"  # metadata key: JSON of the sampling settings
 _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
 
+def _image_files(path: str) -> list[str]:
+    """The names of the per-image files of a folder: regular, not hidden, ending in .npz (any case)."""
+    return sorted(n for n in os.listdir(path) if n.lower().endswith(".npz") and not n.startswith(".")
+                  and os.path.isfile(os.path.join(path, n)))
+
+
+def image_file(folder, image: str) -> str:
+    """The path of image ``image``'s file in a segmentation folder."""
+    name = next((n for n in _image_files(str(folder)) if n[:-4] == image), f"{image}.npz")
+    return os.path.join(str(folder), name)
+
+
 def is_segmentation_folder(path: str) -> bool:
     """A folder holding ``.npz`` files and no Parquet files (other files are ignored)."""
     if not os.path.isdir(path):
         return False
     names = os.listdir(path)
-    return any(n.endswith(".npz") for n in names) and not any(n.endswith((".parquet", ".pq")) for n in names)
+    return bool(_image_files(path)) and not any(n.lower().endswith((".parquet", ".pq")) for n in names)
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -167,9 +179,13 @@ class SegmentationSource(DumpSource):
                                           "group 'image'")
         self.group_col = group_col
         self.pixels_per_image, self.seed = int(pixels_per_image), int(seed)
-        stems = sorted(name[:-4] for name in os.listdir(path) if name.endswith(".npz") and not name.startswith("."))
+        names = sorted(_image_files(path), key=lambda name: name[:-4])
+        stems = [name[:-4] for name in names]
+        if len(set(stems)) < len(stems):
+            twin = next(stem for stem in stems if stems.count(stem) > 1)
+            raise _fail(path, None, None, f"holds two files for image {twin!r} (.npz and .NPZ); keep one")
         self.images = np.array(stems, dtype=str)
-        self.files = [os.path.join(path, stem + ".npz") for stem in stems]
+        self.files = [os.path.join(path, name) for name in names]
         self._shapes: list[tuple[int, int]] = []
         counts, labelled_total, void_total = [], 0, 0
         num_classes, dtypes = None, set()
