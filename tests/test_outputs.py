@@ -481,7 +481,9 @@ def test_a_signal_during_the_renames_acts_after_the_last_one(tmp_path, monkeypat
         os.kill(os.getpid(), signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, stop)
-    try:
+    done = threading.Event()
+    threading.Thread(target=done.wait, daemon=True).start()  # as the reading libraries' threads: a signal
+    try:                                                     # blocked in one thread lands on another
         outputs = Outputs()
         for name in ("a", "b", "c"):
             outputs.write(tmp_path / name, name)
@@ -490,5 +492,6 @@ def test_a_signal_during_the_renames_acts_after_the_last_one(tmp_path, monkeypat
             outputs.commit()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        done.set()
     assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
     assert [(tmp_path / n).read_text() for n in "abc"] == ["a", "b", "c"]

@@ -29,6 +29,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,15 +182,30 @@ def _cannot_write(shown: str, exc: OSError) -> SelcalError:
 
 @contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM wait until the block ends (a few renames or unlinks must not be cut)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """SIGINT and SIGTERM wait until the block ends (a few renames or unlinks must not be cut).
+
+    Deferred in Python, not with a signal mask: a mask holds only this thread, and a signal sent
+    to the process may land on any of the reading libraries' threads, its Python handler then
+    running here at once. A signal that arrives meanwhile is raised again at the end, for the
+    handler in place before. Only the main thread may change handlers; elsewhere nothing waits.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    pending: list[int] = []
+    previous = {}
+    for signum in _SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is not None:  # (None: a handler installed outside Python, left alone)
+            previous[signum] = handler
+            signal.signal(signum, lambda number, frame: pending.append(number))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 class Outputs:
