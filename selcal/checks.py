@@ -218,7 +218,8 @@ def parse_spec(text: str, option: str) -> Spec:
     if name == "*":
         return Spec(text, model, None, None)
     head, dot, tail = name.partition(".")
-    score, metric = (head, tail) if dot and head in SCORE_NAMES else (None, name)
+    # a registered score, or any other name before a metric with a direction: a score column (--score-col)
+    score, metric = (head, tail) if dot and (head in SCORE_NAMES or better(tail) is not None) else (None, name)
     if not metric or better(metric) is None:
         known = ", ".join(LOWER_IS_BETTER + HIGHER_IS_BETTER + ("cov@R", "risk@C"))
         raise SelcalError(f"{option} {text}: '{metric or name}' is not a metric with a direction; "

@@ -239,7 +239,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
             cells += f"<td>{_format(model.scores.get('temp', {}).get('temperature'), 'num')}</td>"
         fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
         parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_e(model.name)}</a></td>"
-                     f"<td>{model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"
+                     f"<td>{'-' if model.num_classes is None else model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"
                      f"<td>{_format(model.accuracy, 'pct')}</td>{cells}</tr>")
     parts.append("</tbody></table></div>")
     shared = [f for f in figures if f.model is None]
@@ -251,7 +251,8 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         parts.append(f"<p class='meta'><code>{_e(model.path)}</code>"
                      + (f" (validation: <code>{_e(model.extra['val_path'])}</code>)"
                         if model.extra.get("val_path") else "")
-                     + f" · K = {model.num_classes} · evaluated on {model.n_eval:,} rows"
+                     + (f" · K = {model.num_classes}" if model.num_classes is not None else " · no logits")
+                     + f" · evaluated on {model.n_eval:,} rows"
                      + (f", fitted on {model.n_val:,} ({_e(model.split)})" if model.n_val else "")
                      + f" · accuracy {_format(model.accuracy, 'pct')}%</p>")
         parts.append(_metric_table(model))

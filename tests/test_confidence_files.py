@@ -114,3 +114,13 @@ def test_published_imagenet_confidences():
     model = selcal.evaluate(HOLLANCE / "timm_resnet34.npz").models[0]
     assert model.n_eval == 50000 and round(100 * model.accuracy, 2) == 75.11  # as the data's README says
     assert 0 < model.scores["confidence"]["aurc"] < model.error and "ece" in model.scores["confidence"]
+
+
+def test_the_html_report_of_a_file_without_logits(cli, dumps):
+    confidence, pred, labels = make(seed=7)
+    a = dumps.table("a.parquet", {"confidence": pa.array(confidence), "pred": pa.array(pred), "label": pa.array(labels)})
+    report = dumps.path("r.html")
+    result = cli("evaluate", a, "--report", report, "-q")
+    assert result.exit_code == 0, result.stderr
+    page = report.read_text(encoding="utf-8")
+    assert "no logits" in page and "K = None" not in page and ">None<" not in page

@@ -179,3 +179,14 @@ def test_a_score_column_without_values_is_one_clear_error():
     logits = np.array([[1.0, 0.0]] * 4)
     with pytest.raises(SelcalError, match="score column 'c': no values were given for it"):
         evaluate_arrays(logits, np.array([0, 1, 0, 0]), options=Options(scores=("msp",), score_cols=("c",)))
+
+
+def test_selcal_check_takes_bounds_on_a_score_column(cli, dumps, h, tmp_path):
+    logits, labels = h.make_data(n=200, k=4, seed=17)
+    conf = np.random.default_rng(6).random(200)
+    path = dumps.parquet("m.parquet", logits, labels, extra={"conf": pa.array(conf)})
+    report = tmp_path / "r.json"
+    assert cli("evaluate", path, "--scores", "msp", "--score-col", "conf", "--json", report).exit_code == 0
+    aurc = selcal.evaluate(path, scores="msp", score_cols=("conf",)).models[0].scores["conf"]["aurc"]
+    assert cli("check", report, "--max", f"conf.aurc={aurc * 1.01}").exit_code == 0
+    assert cli("check", report, "--max", f"conf.aurc={aurc * 0.99}").exit_code == 1
