@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from . import scores
 from .errors import SelcalError
 from .io import atomic_write, expand_binary, open_dump
+from .io.output import classify
 
 __all__ = ["ensemble", "EnsembleSummary", "ENSEMBLE_METADATA", "LOGITS_METADATA"]
 
@@ -79,6 +80,7 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
         raise SelcalError("an ensemble needs at least two dumps")
     if str(out) in paths:
         raise SelcalError(f"{out}: is one of the members; write the ensemble to another file")
+    classify(out, inputs=paths)  # a member under another name (./, a symlink, a hard link), a folder, ...
     def member(path):
         source = open_dump(path, label_col=label_col, logits_col=logits_col)
         if getattr(source, "confidence_only", False):
@@ -180,7 +182,7 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
         columns["id"] = pa.array(first_ids, type=pa.string())
     schema = pa.schema([(name, array.type) for name, array in columns.items()], metadata=metadata)
     step = max(1, min(65536, (1 << 20) // n_classes))  # rows per written slice: the Arrow copy stays small
-    with atomic_write(out, "wb") as handle, pq.ParquetWriter(handle, schema) as writer:
+    with atomic_write(out, "wb", inputs=paths) as handle, pq.ParquetWriter(handle, schema) as writer:
         for start in range(0, n, step):
             part = {name: array.slice(start, step) for name, array in columns.items()}
             part["logits"] = pa.FixedSizeListArray.from_arrays(

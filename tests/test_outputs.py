@@ -495,3 +495,16 @@ def test_a_signal_during_the_renames_acts_after_the_last_one(tmp_path, monkeypat
         done.set()
     assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
     assert [(tmp_path / n).read_text() for n in "abc"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("alias", ["dot", "symlink", "hardlink"])
+def test_ensemble_refuses_to_overwrite_a_member_under_another_name(dumps, h, alias):
+    from selcal.ensemble import ensemble
+
+    a = dumps.parquet("a.parquet", *h.make_data(200, 3, 1))
+    b = dumps.parquet("b.parquet", *h.make_data(200, 3, 2))
+    before = a.read_bytes()
+    name = aliases(a)[alias]
+    with pytest.raises(SelcalError, match="never overwrites an input"):
+        ensemble([a, b], name)
+    assert a.read_bytes() == before
