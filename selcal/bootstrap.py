@@ -757,6 +757,8 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
         if getattr(model, "clusters", None) is not None:  # pixel rows: whole images were resampled
             model.extra["ci_resampled"] = "images"
         for name, metrics in intervals.items():
+            if getattr(result.options, "aece_estimator", "equal-mass") != "equal-mass":
+                metrics.pop("aece", None)  # the resampled AECE is the equal-mass one: no interval
             model.scores[name]["ci"] = metrics
     values = {f.name: getattr(result, f.name) for f in fields(result) if f.init}
     values.pop("bootstrap", None)

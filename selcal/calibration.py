@@ -22,6 +22,9 @@ __all__ = [
     "binned_calibration",
     "expected_calibration_error",
     "adaptive_calibration_error",
+    "AECE_ESTIMATORS",
+    "mbls_adaptive_bin_edges",
+    "mbls_adaptive_calibration_error",
     "maximum_calibration_error",
     "ClasswiseBins",
     "classwise_bins",
@@ -149,6 +152,60 @@ def adaptive_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) 
     group_starts = np.concatenate(([0], group_ends[:-1]))
     confidence_sum = np.array([math.fsum(sorted_confidence[a:b]) for a, b in zip(group_starts, group_ends)])
     return math.fsum(np.abs(hits - confidence_sum)) / n
+
+
+AECE_ESTIMATORS = ("equal-mass", "mbls")
+
+
+def mbls_adaptive_bin_edges(confidence, n_bins: int = DEFAULT_BINS) -> np.ndarray:
+    """The B + 1 bin edges of the MbLS evaluation code's adaptive ECE.
+
+    ``np.interp(np.linspace(0, N, B + 1), np.arange(N), np.sort(confidence))``: edges at
+    evenly spaced fractional positions of the sorted confidences, linearly interpolated,
+    the last one clamped to the largest confidence. The first edge is the smallest
+    confidence. Edges may repeat when confidences do.
+
+    References
+    ----------
+    Liu et al., "The devil is in the margin: margin-based label smoothing for network
+    calibration" (MbLS), CVPR 2022: its evaluation code's ``AdaptiveECELoss``.
+
+    Examples
+    --------
+    >>> mbls_adaptive_bin_edges([0.2, 0.4, 0.6, 0.8], n_bins=2).tolist()
+    [0.2, 0.6, 0.8]
+    """
+    confidence = np.sort(np.asarray(confidence, dtype=np.float64))
+    n = confidence.size
+    return np.interp(np.linspace(0, n, n_bins + 1), np.arange(n), confidence)
+
+
+def mbls_adaptive_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) -> float:
+    """Adaptive ECE as the MbLS (and ACLS) evaluation code computes it (``--aece-estimator mbls``).
+
+    Bins are (lower, upper] between consecutive :func:`mbls_adaptive_bin_edges`, so the
+    least confident sample (equal to the first edge) is in no bin, yet still counts in N:
+    sum over non-empty bins of (n_b / N) |acc_b - conf_b|. A confidence equal to an inner
+    edge belongs to the bin below it; a run of equal confidences is never split. Sums are
+    exact (``math.fsum``), in float64 (the MbLS code works in float32).
+
+    Examples
+    --------
+    Edges 0.2, 0.6, 0.8: (0.2, 0.6] holds 0.4 (correct) and 0.6 (wrong), gap |1 - 1.0| = 0;
+    (0.6, 0.8] holds 0.8 (correct), gap |1 - 0.8|; 0.2 is in no bin but N = 4.
+
+    >>> round(mbls_adaptive_calibration_error([0.2, 0.4, 0.6, 0.8], [1, 1, 0, 1], n_bins=2), 12)
+    0.05
+    """
+    confidence = np.asarray(confidence, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    edges = mbls_adaptive_bin_edges(confidence, n_bins)
+    index = np.searchsorted(edges, confidence, side="left") - 1  # edges[b] < q <= edges[b + 1]
+    inside = (index >= 0) & (index < n_bins)
+    index = index[inside]
+    hits = np.bincount(index[correct[inside]], minlength=n_bins).astype(np.float64)
+    confidence_sum = _fsum_by_group(confidence[inside], index, n_bins)
+    return math.fsum(np.abs(hits - confidence_sum)) / confidence.size
 
 
 # Class-wise probabilities are summed exactly as 62-bit fixed point: p * 2**62 truncated to

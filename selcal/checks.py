@@ -575,7 +575,7 @@ def _judge(metric: Metric, base: Metric, tolerance: float | None, bootstrapped: 
     return "REGRESSION", True
 
 
-_SAME_DEFINITIONS = ("bins", "aurc_estimator")
+_SAME_DEFINITIONS = ("bins", "aurc_estimator", "aece_estimator")
 
 
 def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
@@ -46,7 +47,8 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
 
 
 def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective,
-             temp_objective="nll", score_cols=(), uncertainty_cols=()):
+             temp_objective="nll", score_cols=(), uncertainty_cols=(),
+             aece_estimator="equal-mass", errors_top=20, logit_profile=False):
     """:class:`selcal.Options` from the command-line text of the options that change a number.
 
     Options checks and parses the values (the one validation of the Python API too); its
@@ -60,6 +62,7 @@ def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed,
             val_fraction=val_fraction, seed=seed, center=center, p_grid=p_grid, pnorm_objective=pnorm_objective,
             temp_objective=temp_objective, score_cols=tuple(score_cols or ()),
             uncertainty_cols=tuple(uncertainty_cols or ()),
+            aece_estimator=aece_estimator, errors_top=errors_top, logit_profile=logit_profile,
         )
     except OptionError as exc:
         raise _flag_error(exc) from None
@@ -96,6 +99,7 @@ def evaluate(
     aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
     score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
     uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
+    aece_estimator: str = typer.Option("equal-mass", help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
@@ -113,6 +117,9 @@ def evaluate(
     sort_by: str = typer.Option("aurc_best_posthoc", "--sort-by", help="Leaderboard column to sort by (several models), best first."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write the leaderboard (one row per model) as CSV to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the leaderboard as a Markdown table to PATH; '-' for stdout."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", metavar="NAME", help="A hyperparameter that differs between the models (Parquet metadata key NAME, else NAME=VALUE or NAME_VALUE in the file name): a leaderboard column NAME and a figure sweep_NAME of the headline metrics against it."),
+    errors_csv: Optional[str] = typer.Option(None, "--errors-csv", metavar="PATH", help="Write the most confident errors of every score and model as CSV to PATH; '-' for stdout."),
+    errors_top: int = typer.Option(20, "--errors-top", metavar="N", help="How many of the most confident errors per score and model (--errors-csv, --report)."),
     details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
@@ -128,25 +135,28 @@ def evaluate(
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
 
-    from .evaluate import model_jobs, run_jobs
+    from .evaluate import add_sweep, model_jobs, run_jobs, sweep_values
     from .io import Outputs
 
     try:
         options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective, temp_objective, score_cols, uncertainty_cols)
+                           pnorm_objective, temp_objective, score_cols, uncertainty_cols, aece_estimator, errors_top,
+                           logit_profile=plots_dir is not None or report_path is not None)
         if bootstrap:
             from .bootstrap import check_arguments
 
             check_arguments(bootstrap, confidence)  # before the work, not after it
         outputs = Outputs(inputs=[*files, *(val or [])])
-        stdout_outputs = _check_outputs(outputs, {"--json": json_path, "--csv": csv_path, "--markdown": markdown_path})
-        from .report import leaderboard, leaderboard_csv, leaderboard_markdown
+        stdout_outputs = _check_outputs(outputs, {"--json": json_path, "--csv": csv_path, "--markdown": markdown_path,
+                                                          "--errors-csv": errors_csv})
+        from .report import confident_errors_csv, leaderboard, leaderboard_csv, leaderboard_markdown
 
         if sort_by:
-            leaderboard(type("Empty", (), {"models": []})(), sort_by)  # refuse a bad column before the work
+            leaderboard(type("Empty", (), {"models": []})(), sort_by, sweep)  # refuse a bad column before the work
         figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files))
         stdout_outputs += _check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
         outputs.check_folder(plots_dir, f".{plot_format}")
+        swept = None if sweep is None else sweep_values([str(f) for f in files], sweep)
         jobs = model_jobs([str(f) for f in files], [str(v) for v in val] if val else None, options=options,
                           label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
                           pixels_per_image=pixels_per_image)
@@ -158,16 +168,20 @@ def evaluate(
             typer.echo(f"selcal: error: {failure.message}", err=True)
         if failures:
             raise typer.Exit(2)
+        if swept is not None:
+            add_sweep(result, sweep, swept)
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
                                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
-        board = leaderboard(result, sort_by)
+        board = leaderboard(result, sort_by, sweep)
         with outputs:  # every output appears together at the end of this block, or none does
             if json_path is not None:
                 outputs.write(json_path, result.to_json())
             for output, render in ((csv_path, leaderboard_csv), (markdown_path, leaderboard_markdown)):
                 if output is not None:
                     outputs.write(output, render(board))
+            if errors_csv is not None:
+                outputs.write(errors_csv, confident_errors_csv(result))
             figure_notes = _write_figures(result, plots_dir, report_path, outputs=outputs, **figure_options,
                                           run_settings={"label_col": label_col or "auto (label, labels, target or y)",
                                                         "logits_col": logits_col,

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from . import calibration, posthoc, scores, selective
+from . import calibration, diagnostics, posthoc, scores, selective
 from .errors import OptionError, SelcalError
 from .io import Dump, DumpSource, expand_binary, open_dump
 from .io.base import nothing_left_message
+from .io.parquet import parquet_schema_metadata
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob", "evaluate_model",
@@ -114,7 +115,11 @@ class Options:
     Values are checked here, once, for the Python API and the command line alike; the
     messages name the Python argument (``bins``), and the CLI renames them to its flags.
     ``scores`` may be a comma string (``"msp,temp"``), ``risks``/``coverages`` lists or comma
-    strings, ``p_grid`` a list or text such as ``"1-10"``.
+    strings, ``p_grid`` a list or text such as ``"1-10"``. ``errors_top``: rows of the
+    most-confident-errors table per score; ``logit_profile``: also keep the data of the
+    sorted-logit profile and p-norm-given-v_max figures (the 20 largest logits of up to
+    100,000 evaluation rows, and the p-norm score at the chosen p even when it falls back
+    to MSP).
     """
 
     scores: tuple[str, ...] = scores.SCORE_NAMES
@@ -122,6 +127,7 @@ class Options:
     risks: tuple[float, ...] = DEFAULT_RISKS
     coverages: tuple[float, ...] = DEFAULT_COVERAGES
     aurc_estimator: str = "mean"
+    aece_estimator: str = "equal-mass"
     val_fraction: float = 0.2
     seed: int = 0
     center: bool = True
@@ -130,6 +136,8 @@ class Options:
     temp_objective: str = "nll"
     score_cols: tuple[str, ...] = ()
     uncertainty_cols: tuple[str, ...] = ()
+    errors_top: int = diagnostics.DEFAULT_ERRORS_TOP
+    logit_profile: bool = False
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -163,6 +171,8 @@ class Options:
             raise OptionError("coverages", "{option} must be fractions in (0, 1], e.g. 0.5,0.8")
         if self.aurc_estimator not in selective.AURC_ESTIMATORS:
             raise OptionError("aurc_estimator", f"{{option}} must be one of {', '.join(selective.AURC_ESTIMATORS)}")
+        if self.aece_estimator not in calibration.AECE_ESTIMATORS:
+            raise OptionError("aece_estimator", f"{{option}} must be one of {', '.join(calibration.AECE_ESTIMATORS)}")
         try:
             fraction = float(self.val_fraction)
         except (TypeError, ValueError):
@@ -176,6 +186,8 @@ class Options:
         if self.temp_objective not in posthoc.TEMPERATURE_OBJECTIVES:
             raise OptionError("temp_objective",
                               f"{{option}} must be one of {', '.join(posthoc.TEMPERATURE_OBJECTIVES)}")
+        set_("errors_top", _whole(self.errors_top, "errors_top", 0))
+        set_("logit_profile", bool(self.logit_profile))
         if self.pnorm_objective not in posthoc.PNORM_OBJECTIVES:
             raise OptionError("pnorm_objective", f"{{option}} must be one of {', '.join(posthoc.PNORM_OBJECTIVES)}")
         if self.chunk_rows is not None:
@@ -336,6 +348,10 @@ class RowReduction:
     temp_classwise: calibration.ClasswiseBins | None = None
     top5: np.ndarray | None = None  # label among the 5 largest logits (K >= 5 only)
     scores: dict[str, np.ndarray] = field(default_factory=dict)  # the registry-computed scores, by name
+    pred: np.ndarray | None = None  # argmax (int32), for the confident-errors table
+    label: np.ndarray | None = None  # label (int32)
+    profile: np.ndarray | None = None  # (n_sample, R) largest logits, highest first, of sampled rows
+    profile_correct: np.ndarray | None = None
 
 
 def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None):
@@ -371,8 +387,9 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
 
     The label's rank (from 0) is the number of logits strictly above v_y plus the number
     equal to v_y at a lower class index; the row counts when that rank is below ``k``.
-    The equal logits are looked at only on the rows where they can decide it, so the
-    cost is two comparisons per logit.
+    One comparison per logit decides the rows with fewer than ``k`` other logits >= v_y;
+    the others (few, for a useful model) are compared again, and their equal logits looked
+    at only where they can decide it.
 
     Examples
     --------
@@ -382,22 +399,28 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
     """
     rows = np.arange(labels.size)
     target = logits[rows, labels][:, None]
-    above = np.count_nonzero(logits > target, axis=1)
-    tied = np.count_nonzero(logits >= target, axis=1) - above - 1  # other classes equal to v_y
-    unsure = np.flatnonzero((tied > 0) & (above < k) & (above + tied >= k))
-    if unsure.size:
-        sub, sub_labels = logits[unsure], labels[unsure]
-        before = (sub == sub[np.arange(unsure.size), sub_labels][:, None]) & \
-            (np.arange(logits.shape[1]) < sub_labels[:, None])
-        above[unsure] += np.count_nonzero(before, axis=1)
-    return above < k
+    others_at_least = np.count_nonzero(logits >= target, axis=1) - 1  # the rank is at most this
+    inside = others_at_least < k
+    doubt = np.flatnonzero(~inside)  # usually few rows: the rest are decided by one comparison
+    if doubt.size:
+        sub, sub_labels, sub_target = logits[doubt], labels[doubt], target[doubt]
+        above = np.count_nonzero(sub > sub_target, axis=1)
+        tied = others_at_least[doubt] - above  # other classes equal to v_y
+        unsure = np.flatnonzero((tied > 0) & (above < k))
+        if unsure.size:
+            before = (sub[unsure] == sub_target[unsure]) & (np.arange(logits.shape[1]) < sub_labels[unsure, None])
+            above[unsure] += np.count_nonzero(before, axis=1)
+        inside[doubt] = above < k
+    return inside
 
 
-def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None) -> dict:
+def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None, sample_below=None) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on).
 
     The registry's scores (``options.computed_scores``) share the chunk's softmax terms
     with the NLL and Brier below; they are computed first, as those reuse the terms' memory.
+    ``sample_below``: with ``options.logit_profile``, keep the sorted logits of the rows whose
+    content hash is below it (None: of every row).
     """
     chunk = np.asarray(chunk, dtype=np.float64)
     computed, terms = {}, None
@@ -411,6 +434,12 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None) ->
            "nll": nll, "brier": brier,
            "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
            "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
+    if options.errors_top:
+        out["pred"], out["label"] = pred.astype(np.int32), labels.astype(np.int32)
+    if options.logit_profile:
+        # a hash seeded apart from the hold-out's, whose lowest hashes are the validation rows
+        keep = slice(None) if sample_below is None else row_hashes(chunk, labels, options.seed + 1) < sample_below
+        out["profile"] = (diagnostics.top_sorted_logits(chunk[keep]), out["correct"][keep])
     if chunk.shape[1] >= TOP_K:
         out["top5"] = in_top_k(chunk, labels)
     if p is not None:
@@ -463,6 +492,8 @@ def reduce_rows(
     def collect(out: dict, n_rows: int) -> None:
         nonlocal classwise, temp_classwise, done
         classwise += out.pop("classwise")
+        if "profile" in out:
+            profile_parts.append(out.pop("profile"))
         if temperature is not None:
             temp_classwise += out.pop("temp_classwise")
         for name, values in out.items():
@@ -476,15 +507,20 @@ def reduce_rows(
         if progress is not None:
             progress(done, total)
 
+    sample_below = None
+    profile_parts: list = []
+    if options.logit_profile and total is not None and total > diagnostics.PROFILE_ROWS:
+        sample_below = np.uint64(min(2**64 - 1, int(2**64 * diagnostics.PROFILE_ROWS / max(total or 1, 1))))
     workers = options.workers or min(4, os.cpu_count() or 1)
     if workers <= 1:
         for chunk, labels in chunks:
-            collect(_reduce_chunk(chunk, labels, options, temperature, p, fits), len(labels))
+            collect(_reduce_chunk(chunk, labels, options, temperature, p, fits, sample_below), len(labels))
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: deque = deque()
             for chunk, labels in chunks:
-                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p, fits), len(labels)))
+                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p, fits, sample_below),
+                                len(labels)))
                 if len(pending) > workers:
                     future, n_rows = pending.popleft()
                     collect(future.result(), n_rows)
@@ -497,6 +533,9 @@ def reduce_rows(
         raise AssertionError(f"reduced {done} rows, expected {total}")
     joined = filled if total is not None else {name: np.concatenate(values) for name, values in parts.items()}
     computed = {name[len(SCORE_KEY):]: joined.pop(name) for name in list(joined) if name.startswith(SCORE_KEY)}
+    if profile_parts:
+        joined["profile"] = np.concatenate([top for top, _ in profile_parts])
+        joined["profile_correct"] = np.concatenate([hit for _, hit in profile_parts])
     return RowReduction(classwise=classwise, temp_classwise=temp_classwise, scores=computed, **joined)
 
 
@@ -509,11 +548,14 @@ def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
     return curve, metrics
 
 
-def _calibration_metrics(log_msp: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float]:
+def _calibration_metrics(log_msp: np.ndarray, correct: np.ndarray, n_bins: int,
+                         aece_estimator: str = "equal-mass") -> dict[str, float]:
     confidence = np.exp(log_msp)
+    adaptive = calibration.mbls_adaptive_calibration_error if aece_estimator == "mbls" else \
+        calibration.adaptive_calibration_error
     return {
         "ece": calibration.expected_calibration_error(confidence, correct, n_bins),
-        "aece": calibration.adaptive_calibration_error(confidence, correct, n_bins),
+        "aece": adaptive(confidence, correct, n_bins),
         "mce": calibration.maximum_calibration_error(confidence, correct, n_bins),
     }
 
@@ -534,6 +576,8 @@ def measure_arrays(
     progress: Callable[[int, int | None], None] | None = None,
     columns: dict[str, np.ndarray] | None = None,
     clusters: np.ndarray | None = None,
+    ids: np.ndarray | None = None,
+    image_names: np.ndarray | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from validated numpy arrays already split
     (the core of :func:`evaluate_dump`; from Python, use :func:`evaluate_arrays`).
@@ -545,6 +589,9 @@ def measure_arrays(
     ``clusters`` (N,), optional, the image of each pixel row: ``--bootstrap`` then
     resamples images, not rows. ``columns`` maps the names in ``options.score_cols`` and
     ``options.uncertainty_cols`` to their values on the evaluation rows.
+    ``ids`` (N,), optional, names the evaluation rows in the most-confident-errors table
+    (by default, their index in ``logits``); with ``clusters`` and ``image_names`` (the name of
+    each cluster index), the table also names the image of each pixel row.
     """
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
@@ -554,7 +601,10 @@ def measure_arrays(
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
     result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, fits=fits, options=options, name=name,
                       path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
-                      total=labels.size, columns=columns)
+                      total=labels.size, columns=columns,
+                      ids_of=(lambda rows: rows) if ids is None else (lambda rows: ids[rows]),
+                      images_of=None if clusters is None or image_names is None else
+                      (lambda rows: np.asarray(image_names)[np.asarray(clusters)[rows]]))
     result.clusters = clusters
     return result
 
@@ -606,13 +656,15 @@ def fit_scores(val_logits, val_labels, options: Options) -> dict:
 
 def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
              n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
-             fits: dict | None = None, columns: dict | None = None) -> ModelResult:
+             fits: dict | None = None, columns: dict | None = None,
+             ids_of: Callable[[np.ndarray], np.ndarray] | None = None,
+             images_of: Callable[[np.ndarray], np.ndarray] | None = None) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
     wanted = options.scores
     rows = reduce_rows(
         chunks, n_classes, options=options,
         temperature=temp_fit.temperature if temp_fit else None,
-        p=pnorm_fit.p if pnorm_fit and not pnorm_fit.fallback else None,
+        p=pnorm_fit.p if pnorm_fit and (options.logit_profile or not pnorm_fit.fallback) else None,
         progress=progress, total=total, fits=fits,
     )
     correct = rows.correct
@@ -629,7 +681,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
     )
     if "msp" in wanted:
         curve, metrics = _score_metrics(rows.log_msp, correct, options)
-        metrics.update(_calibration_metrics(rows.log_msp, correct, options.bins))
+        metrics.update(_calibration_metrics(rows.log_msp, correct, options.bins, options.aece_estimator))
         result.add_score("msp", metrics, curve, rows.log_msp)
     if "max_logit" in wanted:
         curve, metrics = _score_metrics(rows.max_logit, correct, options)
@@ -645,7 +697,7 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
         result.add_score("pnorm", metrics, curve, score)
     if temp_fit is not None:
         curve, metrics = _score_metrics(rows.temp_log_msp, correct, options)
-        metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins))
+        metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins, options.aece_estimator))
         metrics.update(
             temperature=temp_fit.temperature, nll=scores.exact_mean(rows.temp_nll), brier=scores.exact_mean(rows.temp_brier),
             cece=calibration.classwise_calibration_error(rows.temp_classwise),
@@ -665,6 +717,8 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
     if groups is not None:
         result.groups = np.asarray(groups)
         result.extra["groups"] = _group_metrics(result, options)
+    if options.errors_top:
+        result.confident_errors = _confident_errors(result, options.errors_top, ids_of or (lambda r: r), images_of)
     return result
 
 
@@ -696,6 +750,20 @@ def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> 
                 mce=calibration.maximum_calibration_error(values, correct, options.bins),
             )
         result.add_score(name, metrics, curve, score)
+
+
+def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> dict:
+    """The most confident errors of every score (see :func:`selcal.diagnostics.confident_errors`)."""
+    rows = result.rows
+    out = {}
+    for name, values in result.score_values.items():
+        registered = scores.REGISTRY.get(name)
+        probability = (registered is not None and registered.probability) or \
+            (name == "pnorm" and result.scores[name].get("fallback"))
+        out[name] = diagnostics.confident_errors(
+            values, rows.correct, top, curve=result.curves[name], ids_of=ids_of, labels=rows.label,
+            predictions=rows.pred, probability=bool(probability), images_of=images_of)
+    return out
 
 
 def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
@@ -865,6 +933,8 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
     check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None,
               test.split, val.split if val is not None else None)
+    if test.ids is None and options.errors_top:  # the confident errors name a row by its number in the file
+        test = replace(test, ids=np.arange(len(test)))
     val_rows, eval_rows, rule = split_rows(test, val, options)
     n_train = test.n_train + (val.n_train if val is not None else 0)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
@@ -884,6 +954,8 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         warnings=warnings,
         extra=extra, groups=eval_rows.groups,
         progress=progress, clusters=eval_rows.images, columns=eval_rows.columns,
+        ids=eval_rows.ids,
+        image_names=None if eval_rows.images is None or test.image_names is None else test.image_names,
     )
     if val is not None:  # after the fit's own warnings, as in evaluate_source
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, content_hashes(val_rows.logits, val_rows.labels))
@@ -1078,7 +1150,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                       path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval,
                       columns={column: values if eval_mask is None else values[eval_mask]
-                               for column, values in read_columns(test, options).items()})
+                               for column, values in read_columns(test, options).items()},
+                      ids_of=_stream_ids(test, eval_mask))
     if val is not None:
         result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:
@@ -1087,6 +1160,15 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     result.clusters = eval_images
     result.cluster_names = None if images is None else images[1]
     return result
+
+
+def _stream_ids(source: DumpSource, eval_mask: np.ndarray | None):
+    """ids_of(evaluation positions) for a streamed dump: its ids, or row numbers (read when asked)."""
+    def ids_of(positions: np.ndarray) -> np.ndarray:
+        kept = positions if eval_mask is None else np.flatnonzero(eval_mask)[positions]
+        ids = source.id_column()
+        return kept if ids is None else ids[kept]
+    return ids_of
 
 
 _GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump", "output", "outputs"}
@@ -1204,6 +1286,7 @@ def evaluate(
     bootstrap: int = 0,
     bootstrap_refit: bool = False,
     confidence: float = 0.95,
+    sweep: str | None = None,
     **option_values,
 ) -> EvaluationResult:
     """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.
@@ -1225,6 +1308,9 @@ def evaluate(
         ``--confidence``: percentile intervals from B resamples (0: none), as the CLI adds them.
     **option_values : the fields of :class:`Options` (``scores="msp,temp"``, ``bins=20``,
         ``p_grid="1-10"``, ``seed=1``, ...), checked as the CLI checks its flags.
+    sweep : the name of a hyperparameter that differs between the models (``--sweep``): each
+        model's value, from the Parquet metadata key of that name or else from the file
+        name (:func:`selcal.diagnostics.sweep_value`), goes into ``extra["sweep"]``.
 
     Raises the error of the first model that fails.
 
@@ -1239,12 +1325,15 @@ def evaluate(
         from .bootstrap import check_arguments
 
         check_arguments(bootstrap, confidence)
+    swept = None if sweep is None else sweep_values(paths, sweep)  # refused before any work
     jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
                       ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
                       pixels_per_image=pixels_per_image)
     result, failures = run_jobs(jobs, engine=engine, progress=progress)
     if failures:
         raise SelcalError(failures[0].message)
+    if swept is not None:
+        add_sweep(result, sweep, swept)
     if bootstrap:
         result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
                                 paths=paths, val=val, label_col=label_col, logits_col=logits_col,
@@ -1373,6 +1462,19 @@ def evaluate_arrays(
         result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
                                 refit_data=refit_data)
     return result
+
+
+def sweep_values(paths, name: str) -> list[float]:
+    """Each TEST file's value of the swept hyperparameter ``name`` (``--sweep NAME``): its
+    Parquet metadata key ``name``, else its file name (:func:`selcal.diagnostics.sweep_value`)."""
+    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+    return [diagnostics.sweep_value(str(path), name, parquet_schema_metadata(path)) for path in paths]
+
+
+def add_sweep(result: EvaluationResult, name: str, values: Sequence[float]) -> None:
+    """Set ``extra["sweep"] = {name: value}`` on each model (in the order of the TEST files)."""
+    for model, value in zip(result.models, values):
+        model.extra["sweep"] = {name: value}
 
 
 def _unique_names(paths: list[str]) -> list[str]:

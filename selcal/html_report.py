@@ -26,7 +26,8 @@ from .report import metric_sections
 __all__ = ["render_report", "write_report"]
 
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
-_WIDE_KINDS = ("reliability",)  # two panels side by side: a whole row of the figure grid
+_WIDE_KINDS = ("reliability", "logit_profile", "overlay_logit_profile")  # panels side by side: a whole row
+_WIDE_PREFIXES = ("sweep_",)
 
 # Figures are never shown below this share of their pixel width (at 150 dpi, 8.5 pt labels
 # stay about 9 px tall); a figure wider than its column at that scale scrolls inside its frame,
@@ -110,6 +111,29 @@ def _group_table(model) -> str:
     return "".join(out)
 
 
+def _errors_tables(model) -> str:
+    """The most confident errors of each score (Xia et al. 2024, fig. 5, without the images)."""
+    tables = getattr(model, "confident_errors", None) or {}
+    if not any(len(t) for t in tables.values()):
+        return ""
+    out = ["<h3>Most confident errors</h3><p class='note'>The errors each score ranks highest; "
+           "rank percentile: percent of the evaluation rows at least as confident (ties at mid-rank).</p>"]
+    for score, table in tables.items():
+        if not len(table):
+            continue
+        unit = "probability" if score in ("msp", "temp") or (
+            score == "pnorm" and model.scores.get("pnorm", {}).get("fallback")) else "score"
+        out.append(f"<details><summary>{_e(score)}: {len(table)} errors</summary>"
+                   f"<table class='errors'><thead><tr><th>rank</th><th>id</th><th>label</th><th>prediction</th>"
+                   f"<th>confidence ({unit})</th><th>rank percentile (%)</th></tr></thead><tbody>")
+        for i in range(len(table)):
+            out.append(f"<tr><td>{i + 1}</td><td>{_e(table.id[i])}</td><td>{int(table.label[i])}</td>"
+                       f"<td>{int(table.prediction[i])}</td><td>{float(table.confidence[i]):.6g}</td>"
+                       f"<td>{float(table.rank_percentile[i]):.3f}</td></tr>")
+        out.append("</tbody></table></details>")
+    return "".join(out)
+
+
 def _notes(model) -> list[str]:
     notes = []
     if "temp" in model.scores and "temperature" in model.scores["temp"]:
@@ -147,7 +171,7 @@ def _figure_html(figure) -> str:
         return ""
     data = base64.b64encode(figure.data).decode("ascii")
     alt = f"{figure.kind} {figure.model or 'all models'}"
-    wide = " class='wide'" if figure.kind in _WIDE_KINDS else ""
+    wide = " class='wide'" if figure.kind in _WIDE_KINDS or figure.kind.startswith(_WIDE_PREFIXES) else ""
     width = image_width(figure.data, figure.format)
     size = f" style='min-width:{math.ceil(MIN_FIGURE_SCALE * width)}px'" if width else ""
     return (f"<figure{wide}><div class='frame'><img alt='{_e(alt)}'{size} src='data:{mime};base64,{data}'></div>"
@@ -254,11 +278,14 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
                      + (f" · K = {model.num_classes}" if model.num_classes is not None else " · no logits")
                      + f" · evaluated on {model.n_eval:,} rows"
                      + (f", fitted on {model.n_val:,} ({_e(model.split)})" if model.n_val else "")
-                     + f" · accuracy {_format(model.accuracy, 'pct')}%</p>")
+                     + f" · accuracy {_format(model.accuracy, 'pct')}%"
+                     + (f" · top-5 accuracy {_format(model.top5_accuracy, 'pct')}%"
+                        if getattr(model, "top5_accuracy", None) is not None else "") + "</p>")
         parts.append(_metric_table(model))
         parts += [f"<p class='note'>{_e(n)}</p>" for n in _notes(model)]
         parts += [f"<p class='warning'>warning: {_e(w)}</p>" for w in model.warnings]
         parts.append(_group_table(model))
+        parts.append(_errors_tables(model))
         own = [_figure_html(f) for f in figures if f.model == model.name]
         if own:
             parts.append("<div class='figures'>" + "".join(own) + "</div>")

@@ -1162,6 +1162,12 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
                          lambda: figure_errors_by_group(models, at_coverage))
         if rendered is not None:
             yield rendered
+    from . import plots_diagnostics  # sweeps, logit profiles: their own module
+
+    for job in plots_diagnostics.across_model_jobs(models):
+        rendered = build(*job)
+        if rendered is not None:
+            yield rendered
     for model, alpha, vmax_reason in zip(models, alphas, vmax_reasons):
         jobs = [("rc", "Risk–coverage, one curve per score.", lambda m=model: figure_rc(m, max_points=max_points))]
         has_rows = model.rows is not None
@@ -1180,6 +1186,7 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
         if "pnorm" in model.scores:
             jobs.append(("pnorm_search", "Validation objective of every p; MSP as a line.",
                          lambda m=model: figure_pnorm_search(m)))
+        jobs += plots_diagnostics.model_jobs(model)
         for kind, caption, make in jobs:
             rendered = build(kind, model.name, caption, make)
             if rendered is not None:

@@ -15,7 +15,7 @@ from .scores import REGISTRY
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
            "leaderboard",
            "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS", "METRIC_NAMES",
-           "metric_name", "metric_label", "metric_unit"]
+           "metric_name", "metric_label", "metric_unit", "ERRORS_CSV_COLUMNS", "confident_errors_csv"]
 
 SCHEMA_VERSION = 1
 
@@ -28,7 +28,8 @@ class ModelResult:
     risk-coverage operating points for plotting; ``score_values`` each score's per-row
     value on the evaluation rows, and ``rows`` the per-row reduction
     (:class:`selcal.evaluate.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
-    bootstrap and plots. None of these three is written to JSON.
+    bootstrap and plots. None of these three is written to JSON, nor ``confident_errors``
+    (score name -> :class:`selcal.diagnostics.ConfidentErrors`, the most confident errors).
     """
 
     name: str
@@ -52,6 +53,7 @@ class ModelResult:
     groups: Any = field(default=None, repr=False)
     clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)...
     cluster_names: Any = field(default=None, repr=False)  # ... as an index into these image ids
+    confident_errors: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics
@@ -120,6 +122,7 @@ def _options_dict(options) -> dict[str, Any]:
     return to_jsonable({
         "scores": list(options.scores), "bins": options.bins, "risks": list(options.risks),
         "coverages": list(options.coverages), "aurc_estimator": options.aurc_estimator,
+        "aece_estimator": getattr(options, "aece_estimator", "equal-mass"),
         "val_fraction": options.val_fraction, "seed": options.seed, "center": options.center,
         "p_grid": list(options.p_grid), "pnorm_objective": options.pnorm_objective,
         "temp_objective": options.temp_objective,
@@ -381,18 +384,28 @@ def _leaderboard_note(columns, rows=()) -> str:
 WARNING_MARKER = "(!)"
 
 
-def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") -> list[dict[str, Any]]:
+_ROW_EXTRAS = ("pnorm_fallback", "warnings", "sweep")  # keys of a leaderboard row that are not columns of their own
+
+
+def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
+                sweep: str | None = None) -> list[dict[str, Any]]:
     """One row per model: accuracy, AURC of every score, the best post-hoc score, the gain
     from pnorm over MSP (positive = pnorm better) and ECE before and after temperature.
 
-    Sorted by ``sort_by``, best first (direction-aware); undefined values last.
+    Sorted by ``sort_by``, best first (direction-aware); undefined values last. ``sweep``:
+    the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
+    ``--sweep NAME``), added as the column NAME after the model's name and sortable (ascending).
     """
+    from .errors import SelcalError
+
     column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
                                        if "column" in model.scores[name]))
-    if sort_by not in LEADERBOARD_COLUMNS and sort_by not in (f"aurc_{name}" for name in column_scores):
-        from .errors import SelcalError
-
-        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(LEADERBOARD_COLUMNS)}")
+    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _ROW_EXTRAS or sweep.startswith("aurc_")):
+        raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
+    if sort_by not in LEADERBOARD_COLUMNS and sort_by not in (f"aurc_{name}" for name in column_scores) \
+            and sort_by != sweep:
+        choices = ", ".join([*LEADERBOARD_COLUMNS, *([sweep] if sweep else [])])
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {choices}")
     rows = []
     for model in result.models:
         scores = model.scores
@@ -401,6 +414,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
         best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
         rows.append({
             "model": model.name,
+            **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
             **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
@@ -428,8 +442,11 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc") ->
 
 
 def _column_info(column: str) -> tuple:
-    """(header, kind, lower is better) of a leaderboard column; ``aurc_C`` for a column C of the file."""
-    return LEADERBOARD_COLUMNS.get(column) or (column[len("aurc_"):], "pct", True)
+    """(header, kind, lower is better) of a leaderboard column; ``aurc_C`` for a column C of the
+    file; any other name is a swept hyperparameter (``--sweep NAME``): a number, sorted ascending."""
+    if column in LEADERBOARD_COLUMNS:
+        return LEADERBOARD_COLUMNS[column]
+    return (column[len("aurc_"):], "pct", True) if column.startswith("aurc_") else (column, "num", None)
 
 
 def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
@@ -438,7 +455,13 @@ def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
              if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
     fixed = list(LEADERBOARD_COLUMNS)
     at = fixed.index("best_posthoc")
-    return [c for c in fixed[:at] + extra + fixed[at:] if any(row.get(c) is not None for row in rows)]
+    return [c for c in fixed[:1] + _swept(rows) + fixed[1:at] + extra + fixed[at:]
+            if any(row.get(c) is not None for row in rows)]
+
+
+def _swept(rows: list[dict[str, Any]]) -> list[str]:
+    """[NAME] when the rows carry a swept hyperparameter (``--sweep NAME``), else []."""
+    return [rows[0]["sweep"]] if rows and rows[0].get("sweep") else []
 
 
 def _cell(value, kind: str) -> str:
@@ -446,6 +469,8 @@ def _cell(value, kind: str) -> str:
         return "-"
     if kind == "pct":
         return f"{100 * value:.2f}"
+    if kind == "num":
+        return f"{value:g}"
     return str(value)
 
 
@@ -539,7 +564,8 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     optional = {f"aurc_{name}" for name in REGISTRY if name not in ("msp", "max_logit", "pnorm", "temp")}
     columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
     at = columns.index("best_posthoc")
-    columns[at:at] = [c for c in _shown_columns(rows) if c not in LEADERBOARD_COLUMNS]  # columns of the file
+    columns[at:at] = [c for c in _shown_columns(rows) if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
+    columns[1:1] = _swept(rows)  # the swept hyperparameter, after the model
     schema = {}
     for column in columns:
         schema[column] = pl.Utf8 if _column_info(column)[1] == "text" else pl.Int64 if column == "p" \
@@ -550,3 +576,32 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     frame = pl.DataFrame([{**{c: row.get(c) for c in schema}, "warnings": len(row.get("warnings", ()))}
                           for row in rows], schema=schema)
     return frame.write_csv()
+
+
+# ----------------------------------------------------------- most confident errors
+ERRORS_CSV_COLUMNS = ("model", "score", "rank", "id", "label", "prediction", "confidence", "rank_percentile")
+
+
+def confident_errors_csv(result: EvaluationResult) -> str:
+    """``--errors-csv``: the most confident errors of every score and model, one row each.
+
+    ``rank`` counts from 1 (the most confident error of that score); ``confidence`` is the
+    score's value (a probability for msp and temp) and ``rank_percentile`` the percent of
+    the evaluation rows ranked at or above it (ties at mid-rank), both at full precision.
+    With pixel rows of segmentation images, a last column ``image`` names each row's image.
+    """
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    images = any(e.image is not None for m in result.models for e in m.confident_errors.values())
+    writer.writerow(ERRORS_CSV_COLUMNS + (("image",) if images else ()))
+    for model in result.models:
+        for score, errors in model.confident_errors.items():
+            for rank in range(len(errors)):
+                writer.writerow([model.name, score, rank + 1, errors.id[rank], int(errors.label[rank]),
+                                 int(errors.prediction[rank]), repr(float(errors.confidence[rank])),
+                                 repr(float(errors.rank_percentile[rank]))]
+                                + ([] if not images else ["" if errors.image is None else errors.image[rank]]))
+    return out.getvalue()

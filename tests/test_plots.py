@@ -371,9 +371,9 @@ def test_cli_plots_and_report(tmp_path):
     assert result.exit_code == 0, (result.stdout, result.stderr)
     kinds = {p.name for p in out.iterdir()}
     assert {"m_rc.svg", "m_reliability.svg", "m_vmax_msp.svg", "m_pnorm_search.svg", "errors_by_group.svg",
-            "report.html"} == kinds
+            "m_logit_profile.svg", "m_pnorm_vmax.svg", "report.html"} == kinds
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count("data:image/svg+xml;base64,") == 5 and "at_coverage" in page
+    assert page.count("data:image/svg+xml;base64,") == 7 and "at_coverage" in page
 
 
 @pytest.mark.parametrize("args, message", [

@@ -291,3 +291,14 @@ def _wide_logits(path: str, batch: pa.RecordBatch, names: list[str], first_row: 
             raise _fail(path, name, first_row + _first_null_row(column), "is null; store finite numbers")
         columns.append(column.to_numpy())
     return np.stack(columns, axis=1).astype(np.result_type(*columns), copy=False)
+
+
+def parquet_schema_metadata(path) -> dict[str, str]:
+    """Every key of a Parquet file's schema metadata, decoded (e.g. a hyperparameter for
+    ``--sweep NAME``); empty for anything that is not a readable Parquet file (the reader
+    reports those when the file is evaluated)."""
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError, ValueError, TypeError):
+        return {}
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
