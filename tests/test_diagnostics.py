@@ -169,7 +169,7 @@ def test_aece_estimator_option_changes_aece_only():
         assert default.scores[name]["aece"] == selcal.calibration.adaptive_calibration_error(q, default.rows.correct)
         assert {k: v for k, v in mbls.scores[name].items() if k != "aece"} == \
             {k: v for k, v in default.scores[name].items() if k != "aece"}
-    with pytest.raises(selcal.SelcalError, match="aece-estimator"):
+    with pytest.raises(selcal.SelcalError, match="aece_estimator"):
         selcal.Options(aece_estimator="nope")
 
 
