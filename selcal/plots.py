@@ -1186,7 +1186,7 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
         if "pnorm" in model.scores:
             jobs.append(("pnorm_search", "Validation objective of every p; MSP as a line.",
                          lambda m=model: figure_pnorm_search(m)))
-        jobs += plots_diagnostics.model_jobs(model)
+        jobs += plots_diagnostics.model_jobs(model, notes)
         for kind, caption, make in jobs:
             rendered = build(kind, model.name, caption, make)
             if rendered is not None:

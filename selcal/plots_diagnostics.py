@@ -157,7 +157,7 @@ def across_model_jobs(models):
                      f"Headline metrics against {name}: accuracy, AURC and coverage at risk of every score, "
                      "ECE and adaptive ECE before and after temperature scaling.",
                      lambda s=series: figure_sweep(s)))
-    profiled = [m for m in models if m.rows is not None and m.rows.profile is not None]
+    profiled = [m for m in models if m.rows is not None and m.rows.profile is not None and _raw_logits(m)]
     if 1 < len(profiled) <= OVERLAY_PROFILE_MODELS:
         jobs.append(("overlay_logit_profile", None,
                      "Sorted logits (v, v^p, exp v), mean ± std per rank, every model; solid: correct, "
@@ -165,9 +165,27 @@ def across_model_jobs(models):
     return jobs
 
 
-def model_jobs(model):
-    """(kind, caption, make) of one model's diagnostic figures, where their data were kept."""
+def _raw_logits(model) -> bool:
+    """Whether the logit column holds logits (not probabilities or log-probabilities, whose
+    sorted values and max say nothing beyond the softmax: see :func:`selcal.evaluate.logit_kind`)."""
+    from .evaluate import logit_kind
+
+    return model.rows is not None and logit_kind(model.rows) == "logits"
+
+
+def model_jobs(model, notes: list | None = None):
+    """(kind, caption, make) of one model's diagnostic figures, where their data were kept;
+    ``notes`` receives the figures left out and why."""
     jobs = []
+    wanted = model.rows is not None and (model.rows.profile is not None or (
+        model.rows.pnorm is not None and "pnorm" in model.scores))
+    if wanted and not _raw_logits(model):
+        if notes is not None:
+            from .evaluate import logit_kind
+
+            notes.append(f"{_plots._safe(model.name)}_logit_profile and _pnorm_vmax not drawn: the logits look like "
+                         f"{logit_kind(model.rows)}, whose sorted values and max logit say nothing beyond the MSP")
+        return jobs
     if model.rows is not None and model.rows.profile is not None:
         jobs.append(("logit_profile", "Logits sorted high to low: mean ± std of v, v^p and exp(v) per rank, "
                      "correct and incorrect apart (Xia et al. fig. 18).", lambda m=model: figure_logit_profile([m])))

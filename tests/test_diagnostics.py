@@ -544,3 +544,21 @@ def test_the_label_smoothing_sweep_of_the_sample_dumps():
     for model in smoothed[1:]:  # alpha 0.1 and 0.2: below the CE model's MSP (0.05: level with it)
         assert model.scores["pnorm"]["aurc"] < ce.scores["msp"]["aurc"]
     assert ce.scores["pnorm"]["fallback"]
+
+
+def test_no_logit_profile_for_log_probabilities():
+    from scipy.special import log_softmax
+
+    from selcal import plots_diagnostics
+
+    rng = np.random.default_rng(27)
+    logits, labels = _arrays(rng, 400, 6, sharp=1.0)
+    val_logits, val_labels = _arrays(rng, 200, 6, sharp=1.0)
+    model = selcal.evaluate_arrays(log_softmax(logits, axis=1), labels, log_softmax(val_logits, axis=1), val_labels,
+                                   options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
+    notes = []
+    assert plots_diagnostics.model_jobs(model, notes) == []
+    assert len(notes) == 1 and "log-probabilities" in notes[0]
+    raw = selcal.evaluate_arrays(logits, labels, val_logits, val_labels,
+                                 options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
+    assert [job[0] for job in plots_diagnostics.model_jobs(raw)] == ["logit_profile", "pnorm_vmax"]
