@@ -562,3 +562,16 @@ def test_no_logit_profile_for_log_probabilities():
     raw = selcal.evaluate_arrays(logits, labels, val_logits, val_labels,
                                  options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
     assert [job[0] for job in plots_diagnostics.model_jobs(raw)] == ["logit_profile", "pnorm_vmax"]
+
+
+def test_bootstrap_gives_no_aece_interval_under_mbls():
+    from selcal.bootstrap import add_intervals
+
+    rng = np.random.default_rng(28)
+    logits, labels = _arrays(rng, 300, 5, sharp=1.0)
+    for estimator, has_interval in (("equal-mass", True), ("mbls", False)):
+        options = selcal.Options(scores=("msp",), aece_estimator=estimator)
+        model = selcal.evaluate_arrays(logits, labels, options=options)
+        result = add_intervals(selcal.EvaluationResult(models=[model], options=options), resamples=20)
+        ci = result.models[0].scores["msp"]["ci"]
+        assert ("aece" in ci) == has_interval and "ece" in ci
