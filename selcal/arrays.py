@@ -142,7 +142,8 @@ def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
     return labels
 
 
-def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | None = None, groups=None) -> Dump:
+def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | None = None, groups=None,
+               ids=None) -> Dump:
     """A :class:`~selcal.io.Dump` of arrays from Python, as a reader would give it (its path
     is the logits' argument name, so that every later message names the argument)."""
     logits_name, labels_name = names
@@ -152,6 +153,10 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
         groups = to_numpy(groups, "groups")
         if groups.ndim != 1 or groups.size != labels.size:
             raise SelcalError(f"groups: has shape {groups.shape}; pass one group per row of {logits_name}")
+    if ids is not None:  # names of the rows, as an id column (the most-confident-errors table)
+        ids = to_numpy(ids, "ids")
+        if ids.ndim != 1 or ids.size != labels.size:
+            raise SelcalError(f"ids: has shape {ids.shape}; pass one id per row of {logits_name}")
     n_ignored = 0
     if ignore_label is not None:
         keep = labels != ignore_label
@@ -161,4 +166,6 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
         if n_ignored:
             logits, labels = logits[keep], labels[keep]
             groups = None if groups is None else groups[keep]
-    return Dump(path=logits_name, logits=logits, labels=labels, groups=groups, n_ignored=n_ignored, binary=binary)
+            ids = None if ids is None else ids[keep]
+    return Dump(path=logits_name, logits=logits, labels=labels, groups=groups, n_ignored=n_ignored, binary=binary,
+                ids=ids)

@@ -1382,6 +1382,7 @@ def evaluate_arrays(
     name: str = "model",
     groups=None,
     ignore_label: int | None = None,
+    ids=None,
     bootstrap: int = 0,
     bootstrap_refit: bool = False,
     confidence: float = 0.95,
@@ -1411,6 +1412,8 @@ def evaluate_arrays(
     name : the model's name in the result.
     groups : (N,) a group per row (e.g. the source data set): per-group metrics, as ``--group-col``.
     ignore_label : rows with this label are dropped and counted (as ``--ignore-label``).
+    ids : (N,) a name per row (as an ``id`` column): the most-confident-errors table
+        (``confident_errors``) names rows by it; by default by their index.
     bootstrap, bootstrap_refit, confidence : as ``--bootstrap``, ``--bootstrap-refit``, ``--confidence``.
     path, split, warnings, extra, clusters : what the result says of where the rows come from
         (the split rule's name, warnings and JSON keys to add, the image of each row).
@@ -1438,7 +1441,7 @@ def evaluate_arrays(
         check_arguments(bootstrap, confidence)
     if (val_logits is None) != (val_labels is None):
         raise SelcalError("val_logits and val_labels go together: pass both or neither")
-    test = array_dump(logits, labels, ("logits", "labels"), ignore_label=ignore_label, groups=groups)
+    test = array_dump(logits, labels, ("logits", "labels"), ignore_label=ignore_label, groups=groups, ids=ids)
     val = None if val_logits is None else array_dump(val_logits, val_labels, ("val_logits", "val_labels"),
                                                      ignore_label=ignore_label)
     model = evaluate_dump(test, val, options=options, name=name, progress=progress)
