@@ -114,6 +114,18 @@ def test_a_truncated_file_is_one_line(dumps, data, cli):
     assert result.stderr.count("\n") == 1
 
 
+def test_numpy_values_in_the_dict_are_named_not_unpickled(dumps, data, cli):
+    """``list(split)`` of a numpy array holds numpy scalars, which weights_only loading refuses."""
+    torch = _torch()
+    logits, labels, split = data
+    path = dumps.path("numpy_split.pt")
+    torch.save({"logits": torch.tensor(logits), "labels": torch.tensor(labels), "split": list(split)}, path)
+    result = cli("evaluate", path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "multiarray.scalar) that weights_only loading refuses" in result.stderr
+    assert "plain lists of str" in result.stderr
+
+
 class _Hostile:
     def __init__(self, marker):
         self.marker = marker

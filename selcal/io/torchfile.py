@@ -7,13 +7,15 @@ ever unpickled. Needs PyTorch (``pip install torch``)."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 from .arrays import ArraysSource
 from .base import _fail, _short
 
-SAVE_PT = "save a dict of tensors: torch.save({'logits': logits, 'labels': labels}, path)"
+SAVE_PT = ("save a dict of tensors (and plain lists of str): torch.save({'logits': logits, 'labels': labels}, "
+           "path)")
 
 
 def _numpy(value):
@@ -46,8 +48,12 @@ def load_torch(path: str):
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
         text = str(exc)
-        reason = ("it holds Python objects that weights_only loading refuses" if "weights_only" in text
-                  or "Unsupported global" in text else _short(exc).split(". ")[0])
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if found or "weights_only" in text:
+            what = f" ({found.group(1)})" if found else ""
+            reason = f"it holds Python objects{what} that weights_only loading refuses"
+        else:
+            reason = _short(exc).split(". ")[0]
         raise _fail(path, None, None, f"not a readable .pt file ({reason}); {SAVE_PT}") from None
     if isinstance(loaded, dict):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
