@@ -254,6 +254,13 @@ def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.nda
     x = _centred_scaled(np.asarray(logits, dtype=np.float64), center)
     if center and p == 1:
         norm = 2.0 * row_sums(np.maximum(x, 0.0))
+    elif p > 64:
+        # |x| / m lies in [1/2, 1) at its largest, whose p-th power would underflow for p > 1074:
+        # divide each row by its largest |x| first (the largest term is then exactly 1).
+        top = np.abs(x).max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x = np.where(top > 0, x / top, 0.0)
+        norm = row_sums(np.power(np.abs(x), p)) ** (1.0 / p)
     else:
         magnitudes = np.abs(x)
         power = magnitudes.copy()

@@ -286,3 +286,12 @@ def test_the_scores_help_names_every_registered_score():
     from selcal.cli import _SCORES_HELP
 
     assert all(name in _SCORES_HELP for name in scores.REGISTRY)
+
+
+@pytest.mark.parametrize("p", [65, 1000, 2000, 10000])
+def test_normalised_logits_at_large_p_do_not_underflow(p):
+    # centred (2, 0, -2): ||x||_p = 2 * 2**(1/p), so x / ||x||_p = (2**(-1/p), 0, -2**(-1/p))
+    got = scores.normalised_logits(np.array([[3.0, 1.0, -1.0], [1e-300, 0.0, -1e-300]]), p=p)
+    want = 2.0 ** (-1.0 / p)
+    np.testing.assert_allclose(got[0], [want, 0.0, -want], rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(got[1], [want, 0.0, -want], rtol=1e-13, atol=1e-300)
