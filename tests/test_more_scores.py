@@ -295,3 +295,14 @@ def test_normalised_logits_at_large_p_do_not_underflow(p):
     want = 2.0 ** (-1.0 / p)
     np.testing.assert_allclose(got[0], [want, 0.0, -want], rtol=1e-13, atol=1e-300)
     np.testing.assert_allclose(got[1], [want, 0.0, -want], rtol=1e-13, atol=1e-300)
+
+
+def test_every_score_is_the_same_streamed_and_in_memory(dumps, h):
+    import selcal
+
+    logits, labels = h.make_data(n=400, k=5, seed=10)
+    split = np.where(np.arange(400) % 4 == 0, "val", "test")
+    path = dumps.parquet("m.parquet", logits, labels, split=split, row_group_size=50)
+    streamed, whole = (selcal.evaluate(path, scores="all", stream=s, chunk_rows=37).models[0].to_dict()
+                       for s in (True, False))
+    assert streamed["scores"] == whole["scores"]
