@@ -679,7 +679,8 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
 def _probability_scores(model) -> list[tuple[str, np.ndarray]]:
     """(score, top-label confidence per row) for the probability scores of a model: msp and
     temp from the per-row reduction, any other probability score of the registry from its
-    per-row value (the log of its top-class probability)."""
+    per-row value (the log of its top-class probability), and a score column read as a
+    probability (it has an ECE; ``--score-col``, or a file with no logits) as it is."""
     from .scores import REGISTRY
 
     out = []
@@ -691,6 +692,8 @@ def _probability_scores(model) -> list[tuple[str, np.ndarray]]:
                 out.append(("temp", np.exp(model.rows.temp_log_msp)))
         elif getattr(REGISTRY.get(name), "probability", False) and name in model.score_values:
             out.append((name, np.exp(np.asarray(model.score_values[name], dtype=np.float64))))
+        elif name not in REGISTRY and "ece" in model.scores[name] and name in model.score_values:
+            out.append((name, np.asarray(model.score_values[name], dtype=np.float64)))
     return out
 
 
@@ -1171,7 +1174,8 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
     for model, alpha, vmax_reason in zip(models, alphas, vmax_reasons):
         jobs = [("rc", "Risk–coverage, one curve per score.", lambda m=model: figure_rc(m, max_points=max_points))]
         has_rows = model.rows is not None
-        if any(getattr(score_registry.get(name), "probability", False) for name in model.scores):
+        if any(getattr(score_registry.get(name), "probability", False) or
+               (name not in score_registry and "ece" in metrics) for name, metrics in model.scores.items()):
             if has_rows:
                 jobs.append(("reliability", "Reliability diagram and confidence histogram.",
                              lambda m=model: figure_reliability(m, bins)))

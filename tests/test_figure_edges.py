@@ -336,3 +336,24 @@ def test_cli_run_with_figures_writes_no_warning(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines and all(line.startswith("selcal: ") for line in lines), done.stderr
     assert not re.search(r"Warning|warn\(|Glyph|constrained", done.stderr), done.stderr
+
+
+def test_a_probability_column_gets_its_reliability_diagram(tmp_path):
+    """A file with no logits, only a confidence in [0, 1], a prediction and a label: the
+    confidence has an ECE, so it gets a reliability panel whose bins give that ECE."""
+    rng = np.random.default_rng(10)
+    confidence = rng.uniform(0.2, 1.0, size=2000)
+    labels = rng.integers(0, 10, size=2000)
+    pred = np.where(rng.random(2000) < confidence, labels, (labels + 1) % 10)
+    path = tmp_path / "conf.parquet"
+    pq.write_table(pa.table({"confidence": confidence, "pred": pred, "label": labels}), path)
+    result = selcal.evaluate([str(path)])
+    m = result.models[0]
+    assert "ece" in m.scores["confidence"]
+    notes = []
+    kinds = [f.kind for f in plots.render_figures(result, notes=notes)]
+    assert kinds == ["rc", "reliability"] and notes == []
+    figure = plots.figure_reliability(m, result.options.bins)
+    assert "confidence" in figure.axes[0].get_title()
+    data = plots.reliability_data(m.score_values["confidence"], m.rows.correct, result.options.bins)
+    assert data.ece() == pytest.approx(m.scores["confidence"]["ece"], abs=1e-12)
