@@ -21,8 +21,9 @@ OVERLAY_PROFILE_MODELS = 6  # more models: one profile figure per model only
 
 
 def _plain(text) -> str:
-    """User text drawn as written: a ``$`` never starts mathtext."""
-    return str(text).replace("$", r"\$")
+    """User text drawn as written: :func:`selcal.plots.user_text` (a ``$`` never starts
+    mathtext; a glyph no installed font has becomes the replacement character)."""
+    return _plots.user_text(text)
 
 
 def _colour(name: str):
