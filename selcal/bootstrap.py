@@ -164,6 +164,8 @@ class RefitData:
     labels: np.ndarray
     val_logits: np.ndarray
     val_labels: np.ndarray
+    clusters: np.ndarray | None = None  # pixel rows: the image of each evaluation row ...
+    val_clusters: np.ndarray | None = None  # ... and of each validation row (whole images are redrawn)
 
 
 # ---------------------------------------------------------------------- preparation
@@ -572,7 +574,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     labels = np.asarray(refit.labels, dtype=np.int64)
     val_labels = np.asarray(refit.val_labels, dtype=np.int64)
     blocks = []
-    for i in range(eval_draws.shape[0]):
+    for i in range(len(eval_draws)):  # (a cluster resample's draws differ in length: a list)
         model = measure_arrays(refit.logits[eval_draws[i]], labels[eval_draws[i]],
                                 refit.val_logits[val_draws[i]], val_labels[val_draws[i]], options=fit_options)
         blocks.append({name: {key: np.array([np.nan if model.scores[name][key] is None else model.scores[name][key]],
@@ -601,7 +603,7 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     ``progress(done)`` is called with the number of resamples done (after each block, and
     after each refitted resample)."""
     if data.clusters is not None:
-        return _cluster_metrics(data, resamples, seed, refit)
+        return _cluster_metrics(data, resamples, seed, refit, options)
     fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
     order = canonical_order(data)
     prepared = _Prepared(data.take(order), tuple(s for s in data.scores if s not in fitted))
@@ -656,16 +658,30 @@ def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int, bins: i
         yield cluster_counts[:, cluster_of_row]
 
 
-def _cluster_metrics(data: RowData, resamples: int, seed: int, refit) -> dict[str, dict[str, np.ndarray]]:
+def _cluster_metrics(data: RowData, resamples: int, seed: int, refit, options=None) -> dict[str, dict[str, np.ndarray]]:
     """:func:`_all_metrics` for clustered rows (pixels of images): whole images are resampled."""
-    if refit is not None and any(s in data.scores for s in _FITTED):
-        raise SelcalError("--bootstrap-refit does not resample images yet; pixel rows take --bootstrap alone")
+    fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
+    if fitted and (refit.clusters is None or refit.val_clusters is None):
+        raise SelcalError("--bootstrap-refit on pixel rows needs the images of the validation pixels")
     order = canonical_order(data)
     ordered = data.take(order)
-    prepared = _Prepared(ordered)
+    prepared = _Prepared(ordered, tuple(s for s in data.scores if s not in fitted))
     values = _Values(resamples)  # one float64 per metric and resample, as in _all_metrics
+    if fitted:  # validation images, redrawn whole with their own generator (as the rows are in _all_metrics)
+        val_images, val_image_of_row = np.unique(refit.val_clusters, return_inverse=True)
+        val_rows_of = np.split(np.argsort(val_image_of_row, kind="stable"),
+                               np.cumsum(np.bincount(val_image_of_row))[:-1])
+        val_rng = np.random.default_rng([seed, 1])
+    rows = np.arange(data.n)
     for counts in draw_cluster_counts(ordered.clusters, resamples, seed, data.bins):
-        values.add(prepared.metrics_of_counts(counts))
+        block = prepared.metrics_of_counts(counts)
+        if fitted:
+            eval_draws = [order[np.repeat(rows, c)] for c in counts]
+            val_draws = [np.concatenate([val_rows_of[j] for j in val_rng.integers(0, val_images.size,
+                                                                                  size=val_images.size)])
+                         for _ in counts]
+            block.update(refit_metrics(refit, options, eval_draws, val_draws, fitted))
+        values.add(block)
     return values.values
 
 

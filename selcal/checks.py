@@ -833,7 +833,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
 # ------------------------------------------------------------------------ refit data
 def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str | None = None,
-               logits_col: str | None = None, ignore_label: int | None = None) -> list:
+               logits_col: str | None = None, ignore_label: int | None = None,
+               pixels_per_image: int | None = None) -> list:
     """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
 
     Reads the dumps again and splits them exactly as ``selcal.evaluate`` does, so the
@@ -845,14 +846,16 @@ def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str
 
     out = []
     for index, path in enumerate(paths):
-        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+        pixels = dict(pixels_per_image=pixels_per_image, seed=options.seed)  # (segmentation folders only)
+        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, **pixels)
         val_dump = read_dump(str(val[index]), label_col=label_col, logits_col=logits_col,
-                             ignore_label=ignore_label) if val else None
+                             ignore_label=ignore_label, **pixels) if val else None
         fit, rows, _ = split_rows(test, val_dump, options)
         if fit is None:
             out.append(None)
             continue
-        out.append(RefitData(rows.logits, rows.labels, fit.logits, fit.labels))
+        out.append(RefitData(rows.logits, rows.labels, fit.logits, fit.labels, clusters=rows.images,
+                             val_clusters=fit.images))
     return out
 
 

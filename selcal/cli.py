@@ -172,7 +172,8 @@ def evaluate(
             add_sweep(result, sweep, swept)
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
-                                label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+                                label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                                pixels_per_image=pixels_per_image)
         board = leaderboard(result, sort_by, sweep)
         with outputs:  # every output appears together at the end of this block, or none does
             if json_path is not None:

@@ -1337,7 +1337,7 @@ def evaluate(
     if bootstrap:
         result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
                                 paths=paths, val=val, label_col=label_col, logits_col=logits_col,
-                                ignore_label=ignore_label)
+                                ignore_label=ignore_label, pixels_per_image=pixels_per_image)
     return result
 
 

@@ -139,7 +139,8 @@ def _json_without_paths(path):
 
 
 @pytest.mark.parametrize("extra", [[], ["--pixels-per-image", "0"], ["--seed", "5", "--val-fraction", "0.4"],
-                                   ["--scores", "msp,max_logit"], ["--bootstrap", "30"]])
+                                   ["--scores", "msp,max_logit"], ["--bootstrap", "30"],
+                                   ["--bootstrap", "4", "--bootstrap-refit", "--pixels-per-image", "40"]])
 def test_evaluate_folder_equals_evaluate_of_its_pixel_dump(tmp_path, extra):
     make_folder(tmp_path / "seg", n=8, h=16, w=16, big_h=32, big_w=32)
     draw = [a for a in extra if a != "--scores" and a != "msp,max_logit"]
@@ -324,6 +325,16 @@ def test_bootstrap_of_pixel_rows_resamples_images(tmp_path):
     model.clusters = None
     rows = add_intervals(type(results[0])(models=[model], options=results[0].options), resamples=50, seed=1)
     assert rows.models[0].scores["msp"]["ci"] != results[1].models[0].scores["msp"]["ci"]
+
+
+def test_refit_bootstrap_of_pixel_rows_redraws_images_and_ignores_file_order(tmp_path):
+    make_folder(tmp_path / "a", n=10)
+    make_folder(tmp_path / "reversed", n=10, order=list(range(10))[::-1])
+    runs = [selcal.evaluate(str(tmp_path / f), pixels_per_image=20, bootstrap=6, bootstrap_refit=True).models[0]
+            for f in ("a", "reversed")]
+    assert runs[0].scores["temp"]["ci"] == runs[1].scores["temp"]["ci"]
+    low, high = runs[0].scores["temp"]["ci"]["temperature"]
+    assert low < high and runs[0].extra["ci_resampled"] == "images"
 
 
 def test_cluster_intervals_are_wider_when_pixels_of_an_image_agree(tmp_path):
