@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
@@ -31,8 +30,22 @@ _SCORES_HELP = ("Scores to evaluate, comma-separated, or 'all': msp, max_logit, 
 _NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 
 
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable (control characters, line and paragraph
+    separators: what a hostile column or file name may hold) written as an escape, so that a
+    message stays on one line whatever it quotes."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _say(line: str) -> None:
+    """One line on stderr (an error, a warning or a note), always one line."""
+    typer.echo(_printable(line), err=True)
+
+
 def _fail(message: str) -> None:
-    typer.echo(f"selcal: error: {message}", err=True)
+    _say(f"selcal: error: {message}")
     raise typer.Exit(2)
 
 
@@ -165,7 +178,7 @@ def evaluate(
         with _progress_bar() as progress, _count_bar("models", enabled=len(jobs) > 1 or engine != "local") as done:
             result, failures = run_jobs(jobs, engine=engine, progress=progress, models_progress=done)
         for failure in failures:  # every model is evaluated, every failed one named; then nothing is written
-            typer.echo(f"selcal: error: {failure.message}", err=True)
+            _say(f"selcal: error: {failure.message}")
         if failures:
             raise typer.Exit(2)
         if swept is not None:
@@ -208,7 +221,7 @@ def evaluate(
         render_intervals(result, Console())
     if not quiet:
         for note in figure_notes:
-            typer.echo(f"selcal: {note}", err=True)
+            _say(f"selcal: {note}")
     fitted = set(options.scores)
     _note_ignored(ctx, [
         ("at_coverage", "--at-coverage", group_col is not None and (plots_dir or report_path),
@@ -238,8 +251,8 @@ def _note_ignored(ctx: typer.Context, rules) -> None:
              and ctx.get_parameter_source(name).name not in ("DEFAULT", "DEFAULT_MAP")]
     if given:
         sys.stdout.flush()
-        typer.echo("selcal: note: ignored, no effect with these inputs: "
-                   + "; ".join(f"{flag} ({why})" for flag, why in given), err=True)
+        _say("selcal: note: ignored, no effect with these inputs: "
+             + "; ".join(f"{flag} ({why})" for flag, why in given))
 
 
 def show_warnings(warnings, silenced: bool = False) -> None:
@@ -253,7 +266,7 @@ def show_warnings(warnings, silenced: bool = False) -> None:
         return
     sys.stdout.flush()  # a CI log interleaves the two streams: the warnings come under the tables
     for name, text in warnings:
-        typer.echo(f"selcal: warning: {name}: {text}", err=True)
+        _say(f"selcal: warning: {name}: {text}")
 
 
 def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, n_files) -> dict:
@@ -428,14 +441,14 @@ def run() -> None:
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:
-        typer.echo("selcal: aborted", err=True)
+        _say("selcal: aborted")
         code = 130
     except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
         if not hasattr(exc, "format_message"):
             raise
         message = exc.format_message().strip()
         if message:  # (no arguments at all: the help was printed, nothing to add)
-            typer.echo(f"selcal: error: {message} (see selcal --help)", err=True)
+            _say(f"selcal: error: {message} (see selcal --help)")
         code = getattr(exc, "exit_code", 2)
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -607,8 +620,7 @@ def pixels(
     except OSError as exc:
         _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if not quiet:
-        typer.echo(f"selcal: wrote {out}: {rows} pixels of {len(source.files)} images, K = {source.num_classes}",
-                   err=True)
+        _say(f"selcal: wrote {out}: {rows} pixels of {len(source.files)} images, K = {source.num_classes}")
 
 
 @app.command()
@@ -630,8 +642,8 @@ def ensemble(
     except OSError as exc:
         _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if not quiet:
-        typer.echo(f"selcal: wrote {out}: {summary.n_rows} rows, K = {summary.num_classes}, "
-                   f"{len(summary.members)} members aligned by {summary.aligned_by}", err=True)
+        _say(f"selcal: wrote {out}: {summary.n_rows} rows, K = {summary.num_classes}, "
+             f"{len(summary.members)} members aligned by {summary.aligned_by}")
 
 
 @contextmanager
@@ -678,7 +690,7 @@ def dump(
     """Run timm models over an image folder and write their logits, labels, ids and split (needs the timm extra)."""
     from . import dump as dumping  # torch, torchvision and timm are imported there, when needed
 
-    status = None if quiet else (lambda text: typer.echo(f"selcal: {text}", err=True))
+    status = None if quiet else (lambda text: _say(f"selcal: {text}"))
     settings = dict(pretrained=pretrained, checkpoint=checkpoint, class_map=class_map, labels_csv=labels,
                     num_classes=num_classes, dtype=dtype, val_fraction=val_fraction, seed=seed, batch_size=batch_size,
                     workers=workers, device=device, limit=limit, overwrite=overwrite)
@@ -710,17 +722,17 @@ def dump(
         _fail(f"{exc.filename or out}: cannot write ({exc.strerror or exc}); free space or choose another path")
     if summary.skipped_complete:
         if not quiet:
-            typer.echo(f"selcal: {out}: complete with the same settings ({summary.n_images} images); skipped "
-                       "(--overwrite to redo)", err=True)
+            _say(f"selcal: {out}: complete with the same settings ({summary.n_images} images); skipped "
+                 "(--overwrite to redo)")
         return
     for warning in summary.warnings:
-        typer.echo(f"selcal: warning: {warning}", err=True)
+        _say(f"selcal: warning: {warning}")
     if not quiet:
         skipped = f", {summary.n_unreadable} unreadable images skipped" if summary.n_unreadable else ""
         if summary.n_unreadable and summary.errors_path is None:
             skipped += " (list them with --errors FILE)"
-        typer.echo(f"selcal: wrote {out}: {summary.rows} rows, K = {summary.num_classes}{skipped}; "
-                   f"{summary.images_per_second:,.1f} images/s on {summary.device}", err=True)
+        _say(f"selcal: wrote {out}: {summary.rows} rows, K = {summary.num_classes}{skipped}; "
+             f"{summary.images_per_second:,.1f} images/s on {summary.device}")
 
 
 def _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet) -> None:
@@ -741,22 +753,22 @@ def _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet) -
         parts = [(t, o) for t, o in zip(tasks, outcomes) if t.model_name == name]
         errors = [o for _, o in parts if isinstance(o, Failure)]
         for error in errors:
-            typer.echo(f"selcal: error: {name}: {error.message}", err=True)
+            _say(f"selcal: error: {name}: {error.message}")
         failed += bool(errors)
         done = [o for _, o in parts if not isinstance(o, Failure)]
         if quiet or errors:
             continue
         for summary in done:
             for warning in summary.warnings:
-                typer.echo(f"selcal: warning: {summary.out}: {warning}", err=True)
+                _say(f"selcal: warning: {summary.out}: {warning}")
         where = dumping.part_path(out_dir, name, 0, shards).parent if shards > 1 else parts[0][0].out
         skipped = sum(s.skipped_complete for s in done)
         rows = sum(s.rows for s in done if not s.skipped_complete)
         note = f" ({skipped} of {len(done)} parts were complete and skipped)" if skipped else ""
-        typer.echo(f"selcal: wrote {where}: {rows} rows in {len(done) - skipped} parts{note}", err=True)
+        _say(f"selcal: wrote {where}: {rows} rows in {len(done) - skipped} parts{note}")
     if failed:
-        typer.echo(f"selcal: error: {failed} of {len(dict.fromkeys(names))} models failed; the others are complete "
-                   "(run the same command again to redo only what is missing)", err=True)
+        _say(f"selcal: error: {failed} of {len(dict.fromkeys(names))} models failed; the others are complete "
+             "(run the same command again to redo only what is missing)")
         raise typer.Exit(2)
 
 

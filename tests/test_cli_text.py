@@ -497,3 +497,21 @@ def test_the_rows_bar_turns_during_the_fits_before_any_row_is_counted(monkeypatc
     with commands._progress_bar(delay=0.0) as advance:
         assert advance is None
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("bad", ["\x1d", "\n", "\r", "\u2028", "\x85", "\x0b"])
+def test_an_error_quoting_a_hostile_column_name_stays_one_line(tmp_path, bad):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "m.parquet"
+    pq.write_table(pa.table({f"lab{bad}el": [0, 1], "logits": [[0.0, 1.0], [1.0, 0.0]]}), path)
+    from typer.testing import CliRunner
+
+    from selcal.cli import app
+
+    result = CliRunner().invoke(app, ["evaluate", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("selcal: error: "), result.stderr
+    assert bad.encode("unicode_escape").decode() in lines[0]
