@@ -141,7 +141,7 @@ def figure_rank_maps(models, image: str):
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    from .plots import SCORE_LABELS, _new_figure
+    from .plots import NAME_LIMITS, SCORE_LABELS, _new_figure, user_text
 
     panels = [(model, _image_panels(model, image)) for model in models]
     n_cols = max(len(p) for _, p in panels)
@@ -165,10 +165,12 @@ def figure_rank_maps(models, image: str):
             shown = int(panel.error.sum())
             top = int(np.count_nonzero(panel.rank[panel.error] >= 1 - MOST_CONFIDENT))
             label = SCORE_LABELS.get(name, name)
-            title = f"{model.name}: {label}" if len(models) > 1 else label
+            title = f"{user_text(model.name, NAME_LIMITS['legend'], escape=False)}: {label}" if len(models) > 1 \
+                else label
             ax.set_title(f"{title}\n{shown:,} errors, {top:,} in the top {100 * MOST_CONFIDENT:g}% confidence",
                          parse_math=False, fontsize=9)
-    figure.suptitle(f"Uncertainty rank of the errors in image {image} (grey: correct, white: void)",
+    figure.suptitle(f"Uncertainty rank of the errors in image {user_text(image, NAME_LIMITS['title'], escape=False)}"
+                    " (grey: correct, white: void)",
                     parse_math=False, fontsize=10)
     bar = figure.colorbar(ScalarMappable(Normalize(0, 100), cmap), ax=axes, orientation="horizontal",
                           fraction=0.05, shrink=0.6, aspect=40)
@@ -189,7 +191,7 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
     import matplotlib
 
     from .io import Outputs
-    from .plots import _STYLE, _render, _safe
+    from .plots import _render, _safe, _style
 
     if outputs is None:
         with Outputs() as own:
@@ -212,7 +214,7 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
     outputs.folder(folder)
     written = []
     for image in chosen:
-        with matplotlib.rc_context({**_STYLE, "axes.grid": False}):
+        with matplotlib.rc_context({**_style(), "axes.grid": False}):  # the font chain of plots
             data = _render(figure_rank_maps(models, image), fmt)
         path = folder / f"rank_map_{_safe(image)}.{fmt}"
         outputs.write(path, data)
