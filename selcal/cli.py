@@ -555,6 +555,7 @@ def compare(
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for both models."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
     center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm."),
     p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
@@ -583,6 +584,7 @@ def compare(
                 file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
                 logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed,
                 confidence=confidence, tolerances=tolerances, only=only, progress=progress,
+                pixels_per_image=pixels_per_image,
             )
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))

@@ -225,6 +225,10 @@ def test_compare_two_folders_resamples_images_as_their_pixel_dumps_do(tmp_path):
         reports.append(out.read_text().replace(".parquet", ""))
     assert reports[0] == reports[1]
     assert "resamples of the same 8 images" in reports[0]
+    result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--bootstrap", "10", "-q",
+                                 "--pixels-per-image", "7", "--json", str(tmp_path / "few.json")])
+    assert result.exit_code in (0, 1), result.output
+    assert "resamples of the same 8 images (56 evaluation pixels" in (tmp_path / "few.json").read_text()
 
 
 # ----------------------------------------------------------------------------- bad input
