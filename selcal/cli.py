@@ -223,7 +223,14 @@ def evaluate(
         for note in figure_notes:
             _say(f"selcal: {note}")
     fitted = set(options.scores)
+    from .io.segmentation import is_segmentation_folder
+
+    segmentation = any(is_segmentation_folder(str(f)) for f in files)
     _note_ignored(ctx, [
+        ("pixels_per_image", "--pixels-per-image", segmentation, "no segmentation folder among the TEST inputs"),
+        ("rank_maps", "--rank-maps", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
+        ("rank_maps_of", "--rank-maps-of", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
+        ("errors_top", "--errors-top", errors_csv or report_path, "it needs --errors-csv or --report"),
         ("at_coverage", "--at-coverage", group_col is not None and (plots_dir or report_path),
          "it needs --group-col and --plots or --report"),
         ("ls_alpha", "--ls-alpha", plots_dir or report_path, "it needs --plots or --report"),

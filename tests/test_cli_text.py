@@ -371,12 +371,13 @@ def test_options_without_effect_are_named_in_one_note_line(cli, dumps):
     result = cli("evaluate", path, "-q", "--scores", "msp,max_logit", "--at-coverage", "0.2", "--ls-alpha", "0.1",
                  "--confidence", "0.9", "--bootstrap-refit", "--sort-by", "accuracy", "--p-grid", "1-3",
                  "--no-center", "--pnorm-objective", "augrc", "--temp-objective", "aurc", "--val-fraction", "0.3",
-                 "--plot-format", "svg", "--details")
+                 "--plot-format", "svg", "--details", "--pixels-per-image", "100", "--rank-maps", "2",
+                 "--rank-maps-of", "a,b", "--errors-top", "5")
     assert result.exit_code == 0, result.stderr
     notes = _notes(result)
     assert len(notes) == 1 and notes[0].startswith(NOTE)
     named = re.findall(r"(--[a-z-]+(?:/--[a-z-]+)?) \(", notes[0])
-    assert named == ["--at-coverage", "--ls-alpha", "--plot-format", "--bootstrap-refit", "--confidence", "--sort-by",
+    assert named == ["--pixels-per-image", "--rank-maps", "--rank-maps-of", "--errors-top", "--at-coverage", "--ls-alpha", "--plot-format", "--bootstrap-refit", "--confidence", "--sort-by",
                      "--details", "--p-grid", "--center/--no-center", "--pnorm-objective", "--temp-objective",
                      "--val-fraction"]
 
