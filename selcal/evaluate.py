@@ -1176,8 +1176,11 @@ _GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump"
 
 def _model_name(path: str) -> str:
     """The file's stem; with its folder when the stem says nothing (``resnet50/test``)."""
-    parts = path.replace("\\", "/").rstrip("/").split("/")
-    if len(parts) > 1 and set("*?[") & set(parts[-1]):  # a glob of parts: the model is their folder
+    # A backslash separates folders only where it is the separator (Windows); on POSIX it is a
+    # character of the name (``$x_y^z\\.parquet``).
+    parts = (path.replace(os.sep, "/") if os.sep != "/" else path).rstrip("/").split("/")
+    # a glob of parts (not a file whose name holds '[' or '*'): the model is their folder
+    if len(parts) > 1 and set("*?[") & set(parts[-1]) and not os.path.exists(path):
         parts = parts[:-1]
     stem = parts[-1]
     for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth"):

@@ -1,0 +1,22 @@
+"""Model names taken from file names that hold a backslash or glob characters (QA)."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import selcal
+
+
+def _dump(path):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(200, 3)).astype(np.float32)
+    pq.write_table(pa.table({"logits": list(logits), "label": rng.integers(0, 3, 200)}), path)
+
+
+def test_backslash_and_brackets_in_a_file_name_stay_in_the_model_name(tmp_path):
+    (tmp_path / "runs").mkdir()
+    odd = [tmp_path / "$x_y^z\\.parquet", tmp_path / "runs" / "resnet[v2].parquet",
+           tmp_path / "runs" / "vit*.parquet"]
+    for path in odd:
+        _dump(path)
+    result = selcal.evaluate([str(p) for p in odd], scores="msp")
+    assert [m.name for m in result.models] == ["$x_y^z\\", "resnet[v2]", "vit*"]
