@@ -137,7 +137,11 @@ def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
         outside &= labels != ignore_label
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
-        hint = " (pass ignore_label= for a void label)" if labels[row] >= n_classes else ""
+        kept = labels if ignore_label is None else labels[labels != ignore_label]
+        if labels[row] == n_classes and kept.min() >= 1 and kept.max() == n_classes:
+            hint = f"; the labels look 1-based (1 .. {n_classes}): subtract 1 from every label"
+        else:
+            hint = " (pass ignore_label= for a void label)" if labels[row] >= n_classes else ""
         raise SelcalError(f"{name}: row {row}: label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
     return labels
 

@@ -20,3 +20,14 @@ def test_backslash_and_brackets_in_a_file_name_stay_in_the_model_name(tmp_path):
         _dump(path)
     result = selcal.evaluate([str(p) for p in odd], scores="msp")
     assert [m.name for m in result.models] == ["$x_y^z\\", "resnet[v2]", "vit*"]
+
+
+def test_evaluate_arrays_says_labels_look_1_based_as_the_cli_does():
+    import pytest
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 4))
+    labels = logits.argmax(1) + 1  # 1 .. 4
+    with pytest.raises(selcal.SelcalError, match="look 1-based"):
+        selcal.evaluate_arrays(logits, labels)
+    with pytest.raises(selcal.SelcalError, match=r"label 9 is outside 0 \.\. 3 \(pass ignore_label="):
+        selcal.evaluate_arrays(logits, np.where(np.arange(300) == 5, 9, logits.argmax(1)))
