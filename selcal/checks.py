@@ -127,7 +127,8 @@ def load_result(path) -> dict[str, Any]:
 def _check_values(path: str, model: dict[str, Any]) -> None:
     """Refuse a judged metric whose value is neither a number nor null (a string would count as undefined)."""
     def bad(key: str, value) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):  # NaN/Infinity: not JSON, never written
             raise SelcalError(f"{path}: model '{model['name']}', key '{key}': {json.dumps(value)[:40]} is not a "
                               "number or null; give the file `selcal evaluate --json` wrote")
 

@@ -31,3 +31,24 @@ def test_evaluate_arrays_says_labels_look_1_based_as_the_cli_does():
         selcal.evaluate_arrays(logits, labels)
     with pytest.raises(selcal.SelcalError, match=r"label 9 is outside 0 \.\. 3 \(pass ignore_label="):
         selcal.evaluate_arrays(logits, np.where(np.arange(300) == 5, 9, logits.argmax(1)))
+
+
+def test_check_refuses_nan_and_infinity_metric_values(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    result = selcal.evaluate_arrays(np.random.default_rng(0).normal(size=(300, 3)),
+                                    np.random.default_rng(1).integers(0, 3, 300), scores="msp")
+    base = tmp_path / "base.json"
+    base.write_text(result.to_json())
+    for bad in (float("nan"), float("inf")):
+        data = json.loads(result.to_json())
+        data["models"][0]["scores"]["msp"]["aurc"] = bad
+        current = tmp_path / "current.json"
+        current.write_text(json.dumps(data))  # writes NaN / Infinity, which json.load accepts
+        selcal_cli = str(Path(sys.executable).with_name("selcal"))
+        run = subprocess.run([selcal_cli, "check", str(current), "--baseline", str(base),
+                              "--metric", "msp.aurc"], capture_output=True, text=True)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "is not a number or null" in run.stderr and "Traceback" not in run.stderr
