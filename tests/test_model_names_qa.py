@@ -52,3 +52,14 @@ def test_check_refuses_nan_and_infinity_metric_values(tmp_path):
                               "--metric", "msp.aurc"], capture_output=True, text=True)
         assert run.returncode == 2, run.stdout + run.stderr
         assert "is not a number or null" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_transposed_segmentation_label_map_is_refused(tmp_path):
+    from pathlib import Path
+    import pytest
+    source = Path(__file__).resolve().parents[1] / "sample_logits" / "seg_alpha0"
+    for name in sorted(p.name for p in source.glob("*.npz"))[:4]:
+        with np.load(source / name) as image:
+            np.savez(tmp_path / name, logits=image["logits"], label=np.ascontiguousarray(image["label"].T))
+    with pytest.raises(selcal.SelcalError, match="transposed"):
+        selcal.evaluate(str(tmp_path), scores="msp")

@@ -254,6 +254,11 @@ class SegmentationSource(DumpSource):
             raise _fail(file, label_key, None, f"has shape {label.shape}; expected the label map H x W")
         if label.dtype.kind not in "iu":
             raise _fail(file, label_key, None, f"has dtype {label.dtype}; labels must be integers")
+        big_h, big_w = label.shape
+        if max(big_h * w, big_w * h) > 2 * min(big_h * w, big_w * h):  # scale factors H/h, W/w differ 2x+
+            raise _fail(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: the label map "
+                        f"is scaled by {big_h / h:g} vertically and {big_w / w:g} horizontally; "
+                        "save the label map H x W of the same image (was it transposed?)")
         return k, h, w, dtype, label_grid(label, h, w)
 
     def _check_labels(self, file: str, grid: np.ndarray, labelled: np.ndarray, k: int) -> None:
