@@ -622,6 +622,8 @@ def pixels(
         if not isinstance(source, SegmentationSource):
             raise SelcalError(f"{folder}: holds no .npz files (or also Parquet files); give a folder of per-image "
                               ".npz files")
+        from .io.output import classify
+        classify(out, inputs=[str(f) for f in source.files])  # never an image of the folder (also via a link)
         with _image_progress(quiet) as progress:
             rows = write_pixels(source, out, progress=progress)
     except SelcalError as exc:

@@ -63,3 +63,34 @@ def test_a_transposed_segmentation_label_map_is_refused(tmp_path):
             np.savez(tmp_path / name, logits=image["logits"], label=np.ascontiguousarray(image["label"].T))
     with pytest.raises(selcal.SelcalError, match="transposed"):
         selcal.evaluate(str(tmp_path), scores="msp")
+
+
+def _selcal(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+    return subprocess.run([str(Path(sys.executable).with_name("selcal")), *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_outputs_never_overwrite_a_sibling_labels_file_or_a_segmentation_image(tmp_path):
+    from pathlib import Path
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "test_logits.npy", rng.normal(size=(200, 3)))
+    np.save(tmp_path / "test_labels.npy", rng.integers(0, 3, 200))
+    before = (tmp_path / "test_labels.npy").read_bytes()
+    run = _selcal("evaluate", tmp_path / "test_logits.npy", "--scores", "msp", "-q", "--no-warnings",
+                  "--json", tmp_path / "test_labels.npy")
+    assert run.returncode == 2 and "never overwrites an input" in run.stderr, run.stderr
+    assert (tmp_path / "test_labels.npy").read_bytes() == before
+
+    source = Path(__file__).resolve().parents[1] / "sample_logits" / "seg_alpha0"
+    seg = tmp_path / "seg"
+    seg.mkdir()
+    for name in sorted(p.name for p in source.glob("*.npz"))[:3]:
+        (seg / name).write_bytes((source / name).read_bytes())
+    image = sorted(seg.glob("*.npz"))[0]
+    before = image.read_bytes()
+    run = _selcal("pixels", seg, "--out", image, "-q")
+    assert run.returncode == 2 and "never overwrites an input" in run.stderr, run.stderr
+    assert image.read_bytes() == before

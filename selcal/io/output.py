@@ -75,7 +75,8 @@ def _identity(path: str):
 
 def input_identities(paths) -> dict:
     """``{(device, inode): name}`` of every input file: a file itself, each file under a folder
-    (parts, segmentation images), each match of a glob. Missing inputs are left out (their
+    (parts, segmentation images), each match of a glob, the labels file beside a ``.npy``/``.pt``
+    of logits (``test_labels.npy``). Missing inputs are left out (their
     reader refuses them)."""
     import glob
 
@@ -90,6 +91,9 @@ def input_identities(paths) -> dict:
             files = glob.glob(name, recursive=True)
         else:
             files = [name]
+            if name.lower().endswith((".npy", ".pt", ".pth")):  # and the labels file read beside it
+                from .arrays import sibling_labels
+                files += [sibling_labels(name)] if sibling_labels(name) else []
         for file in files:
             identity = _identity(file)
             if identity is not None:
