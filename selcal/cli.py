@@ -214,7 +214,8 @@ def evaluate(
         if len(result.models) == 1 or details:
             render_table(result, console)
         if len(result.models) > 1:
-            render_leaderboard(board, console if console.is_terminal else Console(width=160))
+            shown = [{**row, "warnings": ()} for row in board] if no_warnings else board  # no marker to nothing
+            render_leaderboard(shown, console if console.is_terminal else Console(width=160))
     if bootstrap and not quiet and not stdout_outputs:
         from .checks import render_intervals
 

@@ -216,7 +216,12 @@ def _format(value, kind: str) -> str:
         return "-"
     if kind == "pct":
         return f"{100 * value:.2f}"
-    return f"{value:.4f}"
+    return _number(value)
+
+
+def _number(value: float) -> str:
+    """Four decimals, or four significant digits beyond 1e6 (an NLL of 1e300 stays a short cell)."""
+    return f"{value:.4f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
 def metric_sections(model: ModelResult) -> list[list[tuple[str, str, list]]]:
@@ -292,8 +297,8 @@ def render_table(result: EvaluationResult, console) -> None:
         if "temp" in model.scores:
             t = model.scores["temp"]
             chosen = "by validation AURC, " if t.get("objective") == "aurc" else ""
-            notes.append(f"temp: T = {t['temperature']:.4f} ({chosen}validation NLL {t['val_nll_before']:.4f} "
-                         f"-> {t['val_nll_after']:.4f})")
+            notes.append(f"temp: T = {_number(t['temperature'])} ({chosen}validation NLL "
+                         f"{_number(t['val_nll_before'])} -> {_number(t['val_nll_after'])})")
         if "pnorm" in model.scores:
             p = model.scores["pnorm"]
             centre = "centred" if p["center"] else "uncentred"
@@ -494,8 +499,7 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
 
     columns = _shown_columns(rows)
     headers = {c: _column_info(c)[0] for c in columns}
-    if console.width < 125:  # a narrow terminal: keep the columns the leaderboard is for, short headers
-        columns = [c for c in columns if c not in ("aurc_max_logit", "best_posthoc", "aurc_temp", "aurc_best_posthoc")]
+    if console.width < 125:  # a narrow terminal: short headers (every column is still shown, in stacked tables)
         headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
     from rich.markup import escape
     from rich.measure import Measurement

@@ -113,7 +113,34 @@ def test_a_board_wider_than_the_console_is_split_into_tables_never_squeezed():
         assert not any("…" in cell for cell in cells)  # no value or header cut (a long model name may be)
         header_cells = " ".join(line for line in lines if "┃" in line)
         for score in selcal.scores.REGISTRY:
-            if width < 125 and score in ("max_logit", "temp"):  # a narrow terminal keeps the essential columns
-                continue
             assert f" {score} " in f" {header_cells} ", (width, score)
         assert text.count("lspair_alpha0.1 ") >= 2  # the model column repeated in each table
+
+
+def test_huge_values_stay_short_cells():
+    from rich.console import Console
+
+    from selcal.report import render_table
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(400, 4)) * 1e300
+    labels = rng.integers(0, 4, 400)
+    result = selcal.evaluate_arrays(logits, labels, seed=1)
+    console = Console(width=120, record=True, color_system=None)
+    render_table(result, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines() if "│" in line or "┃" in line) <= 120
+    assert "e+" in text  # NLL and T of logits near 1e300 in scientific notation, not 300 digits
+
+
+def test_no_warnings_leaves_no_marker_on_the_board(tmp_path):
+    logits, labels = _model(np.random.default_rng(1), 50, 5, 1.0)  # 50 rows: a small-sample warning
+    paths = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.npz"
+        np.savez(path, logits=logits, labels=labels)
+        paths.append(str(path))
+    shown = CliRunner().invoke(app, ["evaluate", *paths, "--scores", "msp"])
+    silent = CliRunner().invoke(app, ["evaluate", *paths, "--scores", "msp", "--no-warnings"])
+    assert "(!)" in shown.stdout and "listed below" in shown.stdout
+    assert "(!)" not in silent.stdout and "listed below" not in silent.stdout and silent.stderr == ""

@@ -112,3 +112,14 @@ def test_ids_shared_by_two_parts_are_duplicates(tmp_path, whole):
     with_ids = table.set_column(table.schema.get_field_index("id"), "id", ids)
     folder = write_parts(tmp_path / "m", with_ids, [0, 150, 300])
     assert "also at row" in one_error([str(folder)])
+
+
+def test_an_output_inside_an_input_folder_is_refused_before_the_work(tmp_path, whole):
+    table, _ = whole
+    folder = write_parts(tmp_path / "m", table, [0, 100, 200])
+    for option, name in (("--json", "r.json"), ("--report", "r.parquet"), ("--csv", "sub/b.csv")):
+        line = one_error([str(folder), option, str(folder / name)])
+        assert "inside the input folder" in line
+        assert sorted(p.name for p in folder.rglob("*")) == ["part-000.parquet", "part-001.parquet"]
+    result = CliRunner().invoke(app, ["evaluate", str(folder), "--json", str(tmp_path / "r.json"), "-q"])
+    assert result.exit_code == 0, result.stderr  # beside the folder is fine

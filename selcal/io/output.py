@@ -73,6 +73,16 @@ def _identity(path: str):
     return (info.st_dev, info.st_ino)
 
 
+class InputFiles(dict):
+    """``{(device, inode): name}`` of the input files, and ``folders``: ``{real path: name}`` of the
+    input folders (a folder of parts or of images: whatever is written inside would be read as
+    part of the input next time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.folders: dict[str, str] = {}
+
+
 def input_identities(paths) -> dict:
     """``{(device, inode): name}`` of every input file: a file itself, each file under a folder
     (parts, segmentation images), each match of a glob, the labels file beside a ``.npy``/``.pt``
@@ -80,12 +90,13 @@ def input_identities(paths) -> dict:
     reader refuses them)."""
     import glob
 
-    found: dict = {}
+    found = InputFiles()
     for name in paths:
         if name is None or str(name) == STDOUT:
             continue
         name = str(name)
         if os.path.isdir(name):
+            found.folders[os.path.realpath(name)] = name
             files = (os.path.join(root, f) for root, _, names in os.walk(name) for f in names)
         elif not os.path.exists(name) and set("*?[") & set(os.path.basename(name.rstrip("/"))):
             files = glob.glob(name, recursive=True)
@@ -146,6 +157,11 @@ def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
             name = inputs[identity]
             which = "an input of this run" if name == shown else f"the input file {name}"
             raise SelcalError(f"{shown}: is {which}; selcal never overwrites an input, choose another output path")
+    folders = getattr(inputs, "folders", None) if isinstance(inputs, dict) else input_identities(inputs).folders
+    for folder, name in (folders or {}).items():
+        if real.startswith(folder.rstrip(os.sep) + os.sep):
+            raise SelcalError(f"{shown}: is inside the input folder {name}, whose files are read as the input; "
+                              "choose an output path outside it")
     try:
         mode = os.stat(real).st_mode
     except (FileNotFoundError, NotADirectoryError):
