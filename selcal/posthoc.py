@@ -121,7 +121,9 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
         return TemperatureFit(1.0, before, before, gradient * scale, 0, fallback=reason)
 
     gradient_at_zero = math.fsum(nll.mean_shift - nll.label_shift) / nll.n
-    if gradient_at_zero >= 0:
+    if gradient_at_zero > -tolerance:
+        # dNLL/dbeta >= 0 at beta = 0 (within the solver's tolerance, which rounding of the mean
+        # logit can reach when it is 0 in exact arithmetic): the NLL is smallest as T -> infinity.
         return keep_one("no better than uniform", gradient_at_zero)
     if not (nll.label_shift < 0).any():
         # Every label attains its row's top logit: dNLL/dbeta < 0 for every beta, no root.
@@ -157,8 +159,8 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     if curvature > 0 and gradient != 0:
         # One more Newton step past the tolerance: quadratic convergence takes T to the last digits.
         polished = beta - gradient / curvature
-        polished_gradient, polished_curvature = nll.derivatives(polished)
-        if abs(polished_gradient) < abs(gradient):
+        polished_gradient, polished_curvature = nll.derivatives(polished) if polished > 0 else (math.inf, 0.0)
+        if abs(polished_gradient) < abs(gradient):  # and never past beta = 0 (T > 0)
             beta, gradient = polished, polished_gradient
     return TemperatureFit(
         temperature=scale / beta,

@@ -651,3 +651,28 @@ def test_temperature_objective_aurc_through_the_pipeline(tmp_path):
     assert temp["objective"] == "aurc" and temp["gradient"] is None
     nll_t = evaluate_arrays(logits[:400], labels[:400], logits[400:], labels[400:]).scores["temp"]["temperature"]
     assert 1 / 64 <= temp["temperature"] / nll_t <= 64
+
+
+def test_a_gradient_at_zero_that_is_zero_in_exact_arithmetic_keeps_t_one_never_a_negative_t():
+    """Found by the fuzz test: on these rows sum_i (mean_k v_ik - v_iy) = 0 exactly (the model is no
+    better than uniform), float rounding made dNLL/dbeta at 0 come out at -1.5e-18, and the last
+    Newton step crossed beta = 0: T = -1.07e17."""
+    from fractions import Fraction
+
+    logits = np.array([[-5.0, -2.5, -15.0, 7.5, 12.5, 12.5, -10.0], [-5.0, 10.0, 7.5, -2.5, 5.0, -2.5, -12.5],
+                       [7.5, 2.5, 10.0, 0.0, 10.0, -5.0, -5.0], [-7.5, 2.5, -20.0, 2.5, 5.0, 0.0, -12.5],
+                       [2.5, 5.0, 12.5, -7.5, -25.0, 27.5, 2.5], [2.5, -5.0, -0.0, -10.0, -10.0, 12.5, 10.0],
+                       [-5.0, -0.0, -10.0, -10.0, 7.5, -17.5, 2.5], [7.5, 2.5, -5.0, 2.5, 0.0, 15.0, -10.0],
+                       [-0.0, -0.0, 20.0, -5.0, -12.5, 5.0, -12.5]])
+    labels = np.array([6, 3, 0, 4, 3, 5, 6, 6, 1])
+    exact = sum(sum(Fraction(v) for v in row) / 7 - Fraction(row[y]) for row, y in zip(logits, labels))
+    assert exact == 0
+    from selcal.posthoc import fit_temperature
+
+    fit = fit_temperature(logits, labels)
+    assert fit.temperature == 1.0 and fit.fallback == "no better than uniform"
+    for scale in (1e-6, 1e-3, 1.0):  # slightly better than uniform (and still some errors): a finite, positive T
+        better = logits.copy()
+        better[np.arange(9), labels] += scale
+        fitted = fit_temperature(better, labels)
+        assert fitted.fallback is None and 0 < fitted.temperature < np.inf
