@@ -845,11 +845,40 @@ def content_hashes(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return row_hashes(logits, labels, _LEAK_SEED)
 
 
-def count_shared_rows(eval_logits: np.ndarray, eval_labels: np.ndarray, val_hashes: np.ndarray) -> int:
+def _probe_keys(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """A cheap 64-bit key of each row: its label and three of its logits (first, middle, last).
+
+    Rows with equal content have equal keys, so only rows whose keys match need their whole
+    content hashed: O(N) work instead of O(N x K) when, as usual, no row is shared.
+    """
+    columns = sorted({0, logits.shape[1] // 2, logits.shape[1] - 1})
+    return row_hashes(logits[:, columns], labels, _LEAK_SEED + 1)
+
+
+class SharedRows:
+    """The validation rows, indexed to count evaluation rows with exactly their logits and label."""
+
+    def __init__(self, logits: np.ndarray, labels: np.ndarray):
+        self.logits, self.labels = logits, labels
+        self.keys = _probe_keys(logits, labels) if labels.size else np.empty(0, dtype=np.uint64)
+        self.unique_keys = np.unique(self.keys)
+
+    def count(self, eval_logits: np.ndarray, eval_labels: np.ndarray) -> int:
+        """How many of these evaluation rows have exactly the logits and label of some validation row."""
+        if not eval_labels.size or not self.labels.size:
+            return 0
+        keys = _probe_keys(eval_logits, eval_labels)
+        candidates = np.isin(keys, self.unique_keys)
+        if not candidates.any():
+            return 0
+        val_rows = np.isin(self.keys, keys[candidates])
+        return int(np.count_nonzero(np.isin(content_hashes(eval_logits[candidates], eval_labels[candidates]),
+                                            content_hashes(self.logits[val_rows], self.labels[val_rows]))))
+
+
+def count_shared_rows(eval_logits: np.ndarray, eval_labels: np.ndarray, val: SharedRows) -> int:
     """How many evaluation rows have exactly the logits and label of some validation row."""
-    if not eval_labels.size or not val_hashes.size:
-        return 0
-    return int(np.count_nonzero(np.isin(content_hashes(eval_logits, eval_labels), val_hashes)))
+    return val.count(eval_logits, eval_labels)
 
 
 def leak_warnings(test_path: str, val_path: str, n_shared: int) -> list[str]:
@@ -958,7 +987,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         image_names=None if eval_rows.images is None or test.image_names is None else test.image_names,
     )
     if val is not None:  # after the fit's own warnings, as in evaluate_source
-        shared = count_shared_rows(eval_rows.logits, eval_rows.labels, content_hashes(val_rows.logits, val_rows.labels))
+        shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         result.warnings += leak_warnings(test.path, val.path, shared)
     result.cluster_names = test.image_names
     return result
@@ -987,10 +1016,10 @@ _malloc_trim = None
 
 
 def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None,
-                   val_hashes: np.ndarray | None = None, shared: list | None = None):
+                   val_rows: SharedRows | None = None, shared: list | None = None):
     """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows.
 
-    With ``val_hashes``, the evaluation rows that are also validation rows are counted into ``shared[0]``.
+    With ``val_rows``, the evaluation rows that are also validation rows are counted into ``shared[0]``.
     """
     offset = 0
     for index, batch in enumerate(source.batches(rows)):
@@ -1006,8 +1035,8 @@ def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, 
             groups_out.append(groups)
         if labels.size:
             logits = expand_binary(logits) if logits.shape[1] == 1 else logits
-            if val_hashes is not None:
-                shared[0] += count_shared_rows(logits, labels, val_hashes)
+            if val_rows is not None:
+                shared[0] += count_shared_rows(logits, labels, val_rows)
             yield logits, labels
 
 
@@ -1143,8 +1172,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     n_classes = max(test.num_classes, 2)
     groups: list | None = [] if getattr(test, "group_col", None) else None
     shared = [0]
-    val_hashes = None if val is None else content_hashes(val_rows.logits, val_rows.labels)
-    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, val_hashes, shared)
+    shared_index = None if val is None else SharedRows(val_rows.logits, val_rows.labels)
+    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared)
     result = _measure(chunks, n_classes, temp_fit, pnorm_fit, fits=fits, options=options,
                       name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,

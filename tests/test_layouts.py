@@ -469,3 +469,23 @@ def test_a_corrupted_page_is_caught_by_its_checksum(dumps, data, cli):
     assert result.exit_code == 2
     assert result.stderr.startswith(f"selcal: error: {path}: not a readable Parquet file (") and \
         "was it truncated or corrupted?" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_shared_rows_are_counted_exactly_also_when_the_probe_columns_agree_and_others_differ():
+    from selcal.evaluate import SharedRows, count_shared_rows
+
+    rng = np.random.default_rng(5)
+    k = 9
+    val = rng.normal(size=(300, k)).astype(np.float32)
+    val_labels = rng.integers(0, k, 300)
+    test = rng.normal(size=(500, k)).astype(np.float32)
+    test_labels = rng.integers(0, k, 500)
+    test[:40], test_labels[:40] = val[:40], val_labels[:40]  # 40 real leaks
+    test[40:70], test_labels[40:70] = val[40:70], val_labels[40:70]
+    test[40:70, 3] += 1.0  # probe columns (0, 4, 8) and label agree, another column differs: not a leak
+    test[70:80], test_labels[70:80] = val[80:90], (val_labels[80:90] + 1) % k  # same logits, other label
+    brute = sum(any(np.array_equal(row, v) and y == w for v, w in zip(val, val_labels))
+                for row, y in zip(test, test_labels))
+    assert brute == 40
+    assert count_shared_rows(test, test_labels, SharedRows(val, val_labels)) == 40
+    assert count_shared_rows(test[40:], test_labels[40:], SharedRows(val, val_labels)) == 0
