@@ -113,7 +113,7 @@ def evaluate(
     score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
     uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
     aece_estimator: str = typer.Option("equal-mass", help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
+    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
@@ -560,7 +560,7 @@ def compare(
     risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
     coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
     aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean or trapz."),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
+    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for both models."),
@@ -639,7 +639,7 @@ def pixels(
 def ensemble(
     members: List[Path] = typer.Argument(..., metavar="M1 M2 ...", help="Dumps of the same rows, one per member (two or more).", show_default=False),
     out: Path = typer.Option(..., "--out", metavar="ENS.parquet", help="The ensemble dump to write.", show_default=False),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, y)."),
+    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary."),
 ):

@@ -896,6 +896,15 @@ def leak_warnings(test_path: str, val_path: str, n_shared: int) -> list[str]:
     return warnings
 
 
+def split_column_warnings(split: np.ndarray | None) -> list[str]:
+    """A split column with no 'test' rows is read as absent (see :func:`split_plan`): say so, since
+    its rows are then evaluated (and, without --val, held out at random) as if they were test rows."""
+    if split is None or not split.size or (split == "test").any():
+        return []
+    return ["the split column has no 'test' rows (only 'val'): it was ignored, and its 'val' rows are "
+            "evaluated as test rows; mark the evaluation rows 'test', or give them in another file"]
+
+
 def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
     """Warnings about the sizes of the split (``n_fit``: validation rows fitted on, if any)."""
     warnings = []
@@ -974,7 +983,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
                                            None if val_rows is None or rule == "val-file" else val_rows.images,
                                            eval_rows.images, val)
     warnings = split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
-                              eval_rows.n_ignored)
+                              eval_rows.n_ignored) + split_column_warnings(test.split)
     result = measure_arrays(
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
@@ -1154,7 +1163,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                  + (val.num_rows - val.num_kept_rows - val.num_train_rows if val is not None else 0))
     n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
     warnings = split_warnings(n_eval, len(val_rows) if options.needs_validation and val_rows else None,
-                              test.num_rows - test.num_kept_rows - test.num_train_rows)
+                              test.num_rows - test.num_kept_rows - test.num_train_rows) + \
+        split_column_warnings(test.split_column())
     temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
                                       None if val_rows is None else val_rows.labels, options,
                                       where=test.path, warnings=warnings)

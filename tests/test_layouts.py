@@ -224,7 +224,7 @@ def test_ambiguous_label_columns_are_named_and_label_col_wins(dumps, data, canon
 def test_no_label_column_lists_the_names_looked_for(dumps, data):
     logits, labels, split = data
     path = dumps.parquet("truth.parquet", logits, labels, label_col="truth")
-    with pytest.raises(SelcalError, match=r"no label column \(looked for label, labels, target, y; columns: "
+    with pytest.raises(SelcalError, match=r"no label column \(looked for label, labels, target, targets, y; columns: "
                                           r"logits, truth\); name it with --label-col"):
         model_json(path)
 
@@ -489,3 +489,39 @@ def test_shared_rows_are_counted_exactly_also_when_the_probe_columns_agree_and_o
     assert brute == 40
     assert count_shared_rows(test, test_labels, SharedRows(val, val_labels)) == 40
     assert count_shared_rows(test[40:], test_labels[40:], SharedRows(val, val_labels)) == 0
+
+
+@pytest.mark.parametrize("values", [["validation"], ["val", "train"]])
+def test_a_split_column_without_test_rows_is_ignored_with_a_warning(tmp_path, values):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(400, 4)) + 2 * np.eye(4)[rng.integers(0, 4, 400)]
+    labels = rng.integers(0, 4, 400)
+    split = [values[i % len(values)] for i in range(400)]
+    path = tmp_path / "m.parquet"
+    pq.write_table(pa.table({"logits": list(logits), "label": labels, "split": split}), path)
+    for stream in (False, True):
+        model = selcal.evaluate(str(path), stream=stream, scores=["msp", "temp"]).models[0]
+        assert any("no 'test' rows" in w for w in model.warnings), model.warnings
+    normal = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"logits": list(logits), "label": labels, "split": ["val", "test"] * 200}), normal)
+    assert not any("no 'test' rows" in w for w in selcal.evaluate(str(normal)).models[0].warnings)
+
+
+def test_a_dictionary_split_column_may_hold_unused_unknown_values(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(6, 3))
+    split = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, 1, 0, 1], pa.int32()), pa.array(["val", "test", "bogus"]))
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"logits": list(logits), "label": [0, 1, 2, 0, 1, 2], "split": split}), path)
+    model = selcal.evaluate(str(path), scores=["msp", "temp"]).models[0]
+    assert model.n_eval == 3 and model.n_val == 3
+    used = pa.DictionaryArray.from_arrays(pa.array([0, 2, 0, 1, 0, 1], pa.int32()), pa.array(["val", "test", "bogus"]))
+    pq.write_table(pa.table({"logits": list(logits), "label": [0, 1, 2, 0, 1, 2], "split": used}), path)
+    with pytest.raises(selcal.SelcalError, match=r"row 1: has the value 'bogus'"):
+        selcal.evaluate(str(path))

@@ -292,9 +292,9 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonic
     indices = column.indices.to_numpy(zero_copy_only=False)
     if canonical is not None:
         mapped = canonical(values)
-        unknown = mapped == ""
+        unknown = (mapped == "")[indices]  # only values some row uses (a dictionary may hold unused ones)
         if unknown.any():
-            row = int(np.flatnonzero(unknown[indices])[0])
+            row = int(np.flatnonzero(unknown)[0])
             raise _fail(path, name, first_row + row, unknown_split_message(values[indices[row]]))
         values = mapped
     if values.size == 0:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import SelcalError
 
-LABEL_NAMES = ("label", "labels", "target", "y")
+LABEL_NAMES = ("label", "labels", "target", "targets", "y")
 SPLIT_NAME = "split"  # optional: which rows fit (val) and which are evaluated (test)
 ID_NAME = "id"  # optional: unique within a file
 BINARY_NAMES = ("logits", "logit", "score")
