@@ -17,10 +17,10 @@ import numpy as np
 
 from .errors import SelcalError
 from .io import Dump, expand_binary
+from .io.base import first_nonfinite
 
 __all__ = ["to_numpy", "as_logits", "as_labels", "array_dump"]
 
-_CHECK_ROWS = 1 << 16
 
 
 def _library(value) -> str:
@@ -85,14 +85,10 @@ def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
         raise SelcalError(f"{name}: has no rows")
     if logits.shape[1] == 0:
         raise SelcalError(f"{name}: has K = 0 columns; pass N x K logits")
-    for start in range(0, logits.shape[0], _CHECK_ROWS):
-        finite = np.isfinite(logits[start:start + _CHECK_ROWS])
-        bad = ~finite.all(axis=1)
-        if bad.any():
-            row = start + int(np.flatnonzero(bad)[0])
-            k = int(np.flatnonzero(~np.isfinite(logits[row]))[0])
-            what = "NaN" if np.isnan(logits[row, k]) else "an infinite value"
-            raise SelcalError(f"{name}: row {row} holds {what} for class {k}; logits must be finite")
+    nonfinite = first_nonfinite(logits)
+    if nonfinite is not None:
+        row, k, what = nonfinite
+        raise SelcalError(f"{name}: row {row} holds {what} for class {k}; logits must be finite")
     binary = logits.shape[1] == 1
     return (expand_binary(logits) if binary else logits), binary
 

@@ -19,7 +19,7 @@ import numpy as np
 from . import calibration, diagnostics, posthoc, scores, selective
 from .errors import OptionError, SelcalError
 from .io import Dump, DumpSource, expand_binary, open_dump
-from .io.base import nothing_left_message
+from .io.base import nothing_left_message, splitmix64
 from .io.parquet import parquet_schema_metadata
 from .report import EvaluationResult, ModelResult
 
@@ -209,13 +209,6 @@ class Options:
 _MASK64 = (1 << 64) - 1
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     """A seeded 64-bit hash of each row's content (logits as float64, label).
 
@@ -230,10 +223,10 @@ def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         for start in range(0, labels.size, step):
             chunk = logits[start:start + step].astype(np.float64) + 0.0  # -0.0 -> 0.0
-            bits = _splitmix64(chunk.view(np.uint64))
+            bits = splitmix64(chunk.view(np.uint64))
             mixed = (bits * multipliers).sum(axis=1, dtype=np.uint64)
             mixed += labels[start:start + step].astype(np.uint64) * label_multiplier
-            out[start:start + step] = _splitmix64(mixed)
+            out[start:start + step] = splitmix64(mixed)
     return out
 
 

@@ -224,18 +224,14 @@ class DumpSource:
                 hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
             raise _fail(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
-        for start in range(0, n_rows, _CHECK_ROWS):
-            chunk = logits[start:start + _CHECK_ROWS]
-            bad = ~np.isfinite(chunk).all(axis=1) & keep[start:start + _CHECK_ROWS]
-            if bad.any():
-                row = start + int(np.flatnonzero(bad)[0])
-                k = int(np.flatnonzero(~np.isfinite(logits[row]))[0])
-                what = "NaN" if np.isnan(logits[row, k]) else "an infinite value"
-                hint = " (float16 overflows above 65504: save the logits as float32)" if logits.dtype == np.float16 else ""
-                wide = getattr(self, "wide_columns", None)
-                column = wide[k] if wide else self.logits_col
-                where = "" if wide else f" for class {k}"
-                raise _fail(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
+        nonfinite = first_nonfinite(logits, keep)
+        if nonfinite is not None:
+            row, k, what = nonfinite
+            hint = " (float16 overflows above 65504: save the logits as float32)" if logits.dtype == np.float16 else ""
+            wide = getattr(self, "wide_columns", None)
+            column = wide[k] if wide else self.logits_col
+            where = "" if wide else f" for class {k}"
+            raise _fail(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
         if n_ignored or n_train:
             pick = lambda a: None if a is None else a[keep]  # noqa: E731
             logits, labels, split, ids, groups = (pick(a) for a in (logits, labels, split, ids, groups))
@@ -263,6 +259,29 @@ def finite_values(path: str, name: str, values, keep: np.ndarray | None = None) 
         what = "NaN" if np.isnan(values[row]) else "an infinite value"
         raise _fail(path, name, row, f"holds {what}; store a finite number for every row")
     return values if keep is None else values[keep]
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 arrays: the mixing step of every seeded hash in selcal
+    (the hold-out by row content, pixel sampling, the leak check)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def first_nonfinite(logits: np.ndarray, rows: np.ndarray | None = None) -> tuple[int, int, str] | None:
+    """(row, class, "NaN" or "an infinite value") of the first non-finite logit, among ``rows``
+    (a boolean mask) when given; None when every logit is finite. Checked in blocks of rows."""
+    for start in range(0, logits.shape[0], _CHECK_ROWS):
+        bad = ~np.isfinite(logits[start:start + _CHECK_ROWS]).all(axis=1)
+        if rows is not None:
+            bad &= rows[start:start + _CHECK_ROWS]
+        if bad.any():
+            row = start + int(np.flatnonzero(bad)[0])
+            k = int(np.flatnonzero(~np.isfinite(logits[row]))[0])
+            return row, k, "NaN" if np.isnan(logits[row, k]) else "an infinite value"
+    return None
 
 
 def expand_binary(logits: np.ndarray) -> np.ndarray:

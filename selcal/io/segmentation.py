@@ -27,7 +27,7 @@ import zipfile
 
 import numpy as np
 
-from .base import DumpSource, _fail, _short
+from .base import DumpSource, _fail, _short, splitmix64
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
            "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout", "read_image"]
@@ -56,13 +56,6 @@ def is_segmentation_folder(path: str) -> bool:
         return False
     names = os.listdir(path)
     return bool(_image_files(path)) and not any(n.lower().endswith((".parquet", ".pq")) for n in names)
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def image_key(image_id: str, seed: int, purpose: str = "pixels") -> int:
@@ -113,7 +106,7 @@ def sample_cells(image_id: str, labelled: np.ndarray, pixels_per_image: int, see
     h, w = labelled.shape
     rows, cols = np.divmod(flat.astype(np.uint64), np.uint64(w))
     key = np.uint64(image_key(image_id, seed))
-    hashes = _splitmix64(_splitmix64((rows << np.uint64(32)) | cols) ^ key)
+    hashes = splitmix64(splitmix64((rows << np.uint64(32)) | cols) ^ key)
     chosen = np.argpartition(hashes, pixels_per_image - 1)[:pixels_per_image]
     return np.sort(flat[chosen])
 
