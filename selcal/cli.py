@@ -625,7 +625,7 @@ def pixels(
                               ".npz files")
         from .io.output import classify
         classify(out, inputs=[str(f) for f in source.files])  # never an image of the folder (also via a link)
-        with _image_progress(quiet) as progress:
+        with _count_bar("images", enabled=not quiet) as progress:
             rows = write_pixels(source, out, progress=progress)
     except SelcalError as exc:
         _fail(str(exc))
@@ -656,22 +656,6 @@ def ensemble(
     if not quiet:
         _say(f"selcal: wrote {out}: {summary.n_rows} rows, K = {summary.num_classes}, "
              f"{len(summary.members)} members aligned by {summary.aligned_by}")
-
-
-@contextmanager
-def _image_progress(quiet: bool):
-    """An images-done progress bar on stderr (a terminal only)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    if quiet or not console.is_terminal:
-        yield None
-        return
-    with Progress(TextColumn("images"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  transient=True) as bar:
-        task = bar.add_task("images", total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @app.command()
