@@ -12,6 +12,7 @@ import typer
 
 from . import __version__
 from .errors import OptionError, SelcalError
+from .escape import printable
 
 app = typer.Typer(
     add_completion=False,
@@ -30,18 +31,9 @@ _SCORES_HELP = ("Scores to evaluate, comma-separated, or 'all': msp, max_logit, 
 _NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 
 
-def _printable(text: str) -> str:
-    """``text`` with every character that is not printable (control characters, line and paragraph
-    separators: what a hostile column or file name may hold) written as an escape, so that a
-    message stays on one line whatever it quotes."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
 def _say(line: str) -> None:
     """One line on stderr (an error, a warning or a note), always one line."""
-    typer.echo(_printable(line), err=True)
+    typer.echo(printable(line), err=True)
 
 
 def _fail(message: str) -> None:

@@ -74,7 +74,9 @@ def _format(value, kind: str) -> str:
 
 
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    from .escape import printable  # a control character or a non-UTF-8 byte of a name as a visible escape
+
+    return html.escape(printable(text, keep="\n"), quote=True)
 
 
 def _anchor(name: str) -> str:

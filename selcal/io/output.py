@@ -26,10 +26,12 @@ import io
 import os
 import re
 import signal
+import socket
 import stat
 import sys
 import tempfile
 import threading
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +195,70 @@ def classify(path, *, inputs=(), make_parents: bool = False) -> Target:
     return Target(shown, "file", real=real)
 
 
+# ------------------------------------------------------------------ staging files
+# A staged output is the hidden file ``.NAME.selcal-PID-HOST.XXXXXXXX.tmp`` beside NAME: PID is the
+# writing process and HOST a short hash of its machine's name (a folder may be shared over NFS).
+# A run that stages NAME removes the staging files of NAME left by a selcal process of this
+# machine that is gone (killed with SIGKILL, or its machine rebooted): those files and no other.
+_HOST = format(zlib.crc32(socket.gethostname().encode("utf-8", "surrogateescape")), "08x")
+_NAME_BYTES = 160  # of NAME in the staging name: the whole name stays within a file system's 255 bytes
+
+
+def staging_prefix(real: str, pid: int | None = None) -> str:
+    """The name of a staging file of ``real`` up to its random part (see :func:`remove_stale_staging`)."""
+    base = os.path.basename(real)
+    encoded = os.fsencode(base)
+    if len(encoded) > _NAME_BYTES:  # a very long name is cut in the staging name (bytes, whole characters)
+        base = os.fsdecode(encoded[:_NAME_BYTES].decode("utf-8", "ignore").encode("utf-8"))
+    return f".{base}.selcal-{os.getpid() if pid is None else pid}-{_HOST}."
+
+
+_STAGING = re.compile(r"selcal-(\d+)-([0-9a-f]{8})\.[A-Za-z0-9_]{8}\.tmp", re.ASCII)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_staging(real: str) -> list[str]:
+    """Remove the staging files of the output ``real`` that a dead selcal process of this machine
+    left (a SIGKILL gives no chance to clean up); returns their paths.
+
+    Only regular files (not symlinks) owned by this user whose name is exactly a staging name of
+    ``real`` (:func:`staging_prefix`), written on this machine by a process that no longer exists,
+    are removed; anything else in the folder is left alone.
+    """
+    folder, prefix = os.path.dirname(real) or ".", staging_prefix(real, 0)
+    stem = prefix[:-len("selcal-0-" + _HOST + ".")]
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(stem):
+            continue
+        found = _STAGING.fullmatch(entry.name[len(stem):])
+        if not found or found.group(2) != _HOST or _alive(int(found.group(1))):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                os.unlink(entry.path)
+                removed.append(entry.path)
+        except OSError:
+            continue
+    return removed
+
+
 def _cannot_write(shown: str, exc: OSError) -> SelcalError:
     if isinstance(exc, BrokenPipeError):
         return SelcalError(f"{shown}: the reader closed the pipe before the output was complete ({exc.strerror}); "
@@ -353,14 +419,16 @@ class Outputs:
             umask = os.umask(0)
             os.umask(umask)
             previous = 0o666 & ~umask
+        remove_stale_staging(target.real)
+        with _signals_held():  # a signal between creating the file and recording it would leave it behind
+            try:
+                handle, target.temp = tempfile.mkstemp(prefix=staging_prefix(target.real), suffix=".tmp",
+                                                       dir=folder)
+            except OSError as exc:
+                raise _cannot_write(target.shown, exc) from None
+            self.staged.append(target)
         try:
-            handle, target.temp = tempfile.mkstemp(prefix=f".{os.path.basename(target.real)}.", suffix=".tmp",
-                                                   dir=folder)
-        except OSError as exc:
-            raise _cannot_write(target.shown, exc) from None
-        self.staged.append(target)
-        try:
-            with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+            with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8", "errors": "backslashreplace"})) as out:
                 yield out
                 out.flush()
                 os.fsync(out.fileno())
@@ -421,14 +489,14 @@ class Outputs:
         try:
             if target.fd in (1, 2):
                 stream = sys.stdout if target.fd == 1 else sys.stderr
-                if isinstance(data, str):
-                    stream.write(data)
+                if isinstance(data, str):  # (a lone surrogate, of a name that is not UTF-8, as an escape)
+                    stream.write(data.encode("utf-8", "backslashreplace").decode("utf-8"))
                 else:
                     stream.flush()
                     getattr(stream, "buffer", stream).write(data)
                 stream.flush()
                 return
-            payload = data.encode("utf-8") if isinstance(data, str) else data
+            payload = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
             if target.kind == "fd":
                 _write_all(target.fd, payload)
                 return

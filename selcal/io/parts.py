@@ -1,9 +1,9 @@
 """A sharded dump: a folder (or a glob) of Parquet parts read as one model.
 
 What ``selcal dump --shards N``, Spark, Ray Data or ``pyarrow.dataset.write_dataset`` write:
-``DUMP/part-0.parquet``, ``DUMP/part-1.parquet``, ... The parts are found with
-:mod:`pyarrow.fs` (recursively; files and folders whose names start with ``.`` or ``_``, such
-as ``_SUCCESS``, skipped, as :mod:`pyarrow.dataset` does) and read one after another, each through the Parquet reader, so
+``DUMP/part-0.parquet``, ``DUMP/part-1.parquet``, ... The parts are found
+recursively (files and folders whose names start with ``.`` or ``_``, such as ``_SUCCESS``,
+skipped, as :mod:`pyarrow.dataset` does; each file once, however many paths reach it) and read one after another, each through the Parquet reader, so
 every check and error line of a single file holds and names the part and its row. The
 parts must agree on K and on their columns. selcal's numbers do not depend on row order,
 so they are bit-for-bit those of the same rows in one file, whatever the part boundaries
@@ -16,7 +16,6 @@ import glob
 import os
 
 import numpy as np
-import pyarrow.fs as fs
 
 from .base import DumpSource, _fail
 from .parquet import ParquetSource
@@ -36,23 +35,66 @@ def _is_part(name: str) -> bool:
 
 
 def find_parts(path: str) -> list[str]:
-    """The Parquet parts of a folder or a glob, sorted by name (empty when there are none)."""
+    """The Parquet parts of a folder or a glob, sorted by name (empty when there are none).
+
+    Each file is listed once, however many paths reach it: a folder is walked once (a symlink
+    loop such as ``sub/loop -> ..`` is not followed round), and a part reached by two paths (a
+    symlink or a hard link to another part, a folder linked twice) is kept under the first of
+    its names in sorted order, so that no row is read twice.
+    """
     if is_glob(path):
-        return sorted(p for p in glob.glob(path) if os.path.isfile(p) and _is_part(p))
-    if not os.path.isdir(path):
+        found = sorted(p for p in glob.glob(path) if os.path.isfile(p) and _is_part(p))
+    elif os.path.isdir(path):
+        found = sorted(_walk(path))
+    else:
         return []
-    try:
-        found = fs.LocalFileSystem().get_file_info(fs.FileSelector(os.path.abspath(path), recursive=True))
-    except OSError:
-        return []
-    root = os.path.abspath(path)
+    seen: set = set()
     parts = []
-    for info in found:
-        relative = os.path.relpath(info.path, root).split(os.sep)
-        if info.type == fs.FileType.File and _is_part(info.path) and not any(
-                name.startswith((".", "_")) for name in relative):  # hidden or _-prefixed, as pyarrow.dataset skips
-            parts.append(os.path.join(path, *relative))
-    return sorted(parts)
+    for name in found:
+        identity = _identity(name)
+        if identity is not None and identity not in seen:
+            seen.add(identity)
+            parts.append(name)
+    return parts
+
+
+def _identity(path: str):
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _walk(root: str) -> list[str]:
+    """Every part file under ``root`` (symlinks followed, each folder entered once), skipping
+    names that start with ``.`` or ``_`` (``_SUCCESS``, ``.tmp``), as :mod:`pyarrow.dataset` does."""
+    files, folders, visited = [], [root], {_identity(root)}
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith((".", "_")):
+                continue
+            try:
+                is_dir = entry.is_dir()  # through a symlink
+            except OSError:
+                continue
+            if is_dir:
+                identity = _identity(entry.path)
+                if identity is not None and identity not in visited:
+                    visited.add(identity)
+                    folders.append(entry.path)
+            elif _is_part(entry.name):
+                try:
+                    if entry.is_file():
+                        files.append(entry.path)
+                except OSError:
+                    continue
+    return files
 
 
 def accepts(path: str) -> bool:
