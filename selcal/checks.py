@@ -778,9 +778,9 @@ def _evaluation_pair(a, b, val_a, val_b, options):
         raise SelcalError(f"{b.path}: its validation rows are chosen by '{rule_b}' but {a.path}'s by '{rule_a}'; "
                           "give both a split column, or --val for both, so both are evaluated on the same rows")
     if rule_a == "holdout":
-        # One hold-out for both: A's (seeded, by row content), applied to B's rows aligned to A's.
+        # One hold-out for both: A's (seeded, by row identity), applied to B's rows aligned to A's.
         rows = _align(a, b)
-        mask = holdout_mask(a.logits, a.labels, options.val_fraction, options.seed)
+        mask = holdout_mask(len(a), a.ids, options.val_fraction, options.seed)
         b = b.subset(rows)
         return a.subset(mask), a.subset(~mask), b.subset(mask), b.subset(~mask), rule_a
     return fit_a, eval_a, fit_b, eval_b.subset(_align(eval_a, eval_b)), rule_a

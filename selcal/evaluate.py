@@ -19,8 +19,10 @@ import numpy as np
 from . import calibration, diagnostics, posthoc, scores, selective
 from .errors import OptionError, SelcalError
 from .io import Dump, DumpSource, expand_binary, open_dump
+from .identity import identity_hashes
 from .io.base import nothing_left_message, splitmix64
 from .io.parquet import parquet_schema_metadata
+from .io.parts import SPLIT_NAMES_KEY
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob", "evaluate_model",
@@ -210,11 +212,9 @@ _MASK64 = (1 << 64) - 1
 
 
 def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
-    """A seeded 64-bit hash of each row's content (logits as float64, label).
-
-    The hold-out is chosen by these hashes, not by row position, so it does not
-    depend on row order.
-    """
+    """A seeded 64-bit hash of each row's content (logits as float64, label): the leak check
+    and the subsampling of large dumps use it; the hold-out never does (it hashes the row's
+    identity, :mod:`selcal.identity`)."""
     rng = np.random.default_rng(seed)
     multipliers = rng.integers(0, 2**63, size=logits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
     label_multiplier = np.uint64(int(rng.integers(0, 2**63)) * 2 + 1)
@@ -230,9 +230,12 @@ def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     return out
 
 
-def holdout_mask(logits: np.ndarray, labels: np.ndarray, fraction: float, seed: int, where: str = "") -> np.ndarray:
-    """Boolean mask of the round(fraction * N) rows held out for validation (by row hash)."""
-    return _lowest_hashes(row_hashes(logits, labels, seed), fraction, where)
+def holdout_mask(n_rows: int, ids: np.ndarray | None, fraction: float, seed: int, where: str = "") -> np.ndarray:
+    """Boolean mask of the round(fraction * N) rows held out for validation: the smallest
+    seeded hashes of the rows' identity (their ids, else their positions; never their content),
+    so dumps of one data set hold out the same rows whatever their logits (CONVENTIONS.md,
+    "Validation split")."""
+    return _lowest_hashes(identity_hashes(n_rows, ids, seed), fraction, where)
 
 
 def _lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.ndarray:
@@ -277,6 +280,16 @@ def split_plan(split: np.ndarray | None, has_val_file: bool, needs_validation: b
     return "holdout", val_mask, ~val_mask
 
 
+def _rule_name(rule: str, by_image: bool, metadata: dict) -> str:
+    """The reported split rule: a hold-out of pixel rows is by image; a split column that the
+    parts' file or folder names gave is ``split-names``."""
+    if rule == "holdout" and by_image:
+        return "image-holdout"
+    if rule == "split-column" and (metadata or {}).get(SPLIT_NAMES_KEY):
+        return "split-names"
+    return rule
+
+
 def _check_same_classes(test_path: str, test_classes: int, val_path: str, val_classes: int) -> None:
     if max(val_classes, 2) != max(test_classes, 2):  # one binary logit is K = 2
         raise SelcalError(f"{val_path}: has K = {val_classes} classes but {test_path} has K = {test_classes}; "
@@ -300,11 +313,13 @@ def image_holdout_mask(images: np.ndarray, names: np.ndarray, fraction: float, s
     return by_image[images]
 
 
-def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | None, Dump, str]:
+def split_rows(test: Dump, val: Dump | None, options: Options,
+               by_position: bool = False) -> tuple[Dump | None, Dump, str]:
     """(validation rows, evaluation rows, rule) of an in-memory dump (see :func:`split_plan`).
 
     Pixel rows of images (``test.images``) are held out by image, never by pixel (rule
-    ``image-holdout``).
+    ``image-holdout``); other rows by their ids, or by position when there are none or
+    ``by_position`` says the ids are only row numbers selcal made.
     """
     if val is not None:
         _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
@@ -312,11 +327,10 @@ def split_rows(test: Dump, val: Dump | None, options: Options) -> tuple[Dump | N
         holdout = lambda: image_holdout_mask(test.images, test.image_names, options.val_fraction,  # noqa: E731
                                              options.seed, where=test.path)
     else:
-        holdout = lambda: holdout_mask(test.logits, test.labels, options.val_fraction,  # noqa: E731
-                                       options.seed, where=test.path)
+        holdout = lambda: holdout_mask(len(test), None if by_position else test.ids,  # noqa: E731
+                                       options.val_fraction, options.seed, where=test.path)
     rule, val_mask, eval_mask = split_plan(test.split, val is not None, options.needs_validation, holdout)
-    if rule == "holdout" and test.images is not None:
-        rule = "image-holdout"
+    rule = _rule_name(rule, test.images is not None, test.metadata)
     val_rows = _rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
     return val_rows, test if eval_mask is None else test.subset(eval_mask), rule
 
@@ -911,11 +925,13 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
 
 
 def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int,
-                n_train: int = 0) -> dict:
+                n_train: int = 0, by_id: bool = False) -> dict:
     """The model-level JSON keys that say where the numbers come from (beyond schema 1)."""
     extra: dict = {"val_path": val_path}
     if rule in ("holdout", "image-holdout"):
         extra.update(val_fraction=options.val_fraction, seed=options.seed)
+    if rule == "holdout":
+        extra["holdout_by"] = "id" if by_id else "position"
     if binary:
         extra["binary_logit"] = True
     if n_ignored:
@@ -964,12 +980,14 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
     check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None,
               test.split, val.split if val is not None else None)
-    if test.ids is None and options.errors_top:  # the confident errors name a row by its number in the file
+    numbered = test.ids is None and options.errors_top
+    if numbered:  # the confident errors name a row by its number in the file
         test = replace(test, ids=np.arange(len(test)))
-    val_rows, eval_rows, rule = split_rows(test, val, options)
+    val_rows, eval_rows, rule = split_rows(test, val, options, by_position=numbered)
     n_train = test.n_train + (val.n_train if val is not None else 0)
     extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
-                        test.n_ignored + (val.n_ignored if val is not None else 0), n_train)
+                        test.n_ignored + (val.n_ignored if val is not None else 0), n_train,
+                        by_id=test.ids is not None and not numbered)
     extra.update(_ensemble_provenance(test.metadata))
     if test.images is not None:
         extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
@@ -1136,13 +1154,10 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     def holdout() -> np.ndarray:
         if images is not None:
             return image_holdout_mask(images[0], images[1], options.val_fraction, options.seed, where=test.path)
-        hashes = np.concatenate([row_hashes(b.logits if b.logits.shape[1] > 1 else expand_binary(b.logits),
-                                            b.labels, options.seed) for b in test.batches()])
-        return _lowest_hashes(hashes, options.val_fraction, test.path)
+        return holdout_mask(test.num_kept_rows, test.id_column(), options.val_fraction, options.seed, test.path)
 
     rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, options.needs_validation, holdout)
-    if rule == "holdout" and images is not None:
-        rule = "image-holdout"
+    rule = _rule_name(rule, images is not None, test.metadata)
     if val is not None:
         val_rows = _rows_of(val.read_all(), "val")
         _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
@@ -1164,7 +1179,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     fits = fit_scores(None if val_rows is None else val_rows.logits,
                       None if val_rows is None else val_rows.labels, options)
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
-                        n_train)
+                        n_train, by_id=rule == "holdout" and test.id_column() is not None)
     extra.update(_ensemble_provenance(test.metadata))
     eval_images = None
     if images is not None:

@@ -202,9 +202,16 @@ _CALIBRATION_KEYS = ("ece", "aece", "mce", "nll", "brier", "cece")
 _SPLIT_WORDS = {
     "val-file": "the --val file",
     "split-column": "the 'val' rows of the split column",
-    "holdout": "a seeded random hold-out of the TEST rows (give --val to use a file)",
+    "split-names": "the 'val' parts, named by their file or folder names (validation-*, split=val/, val/)",
+    "holdout": "a seeded random hold-out of the TEST rows by {by} (give --val to use a file)",
     "image-holdout": "a seeded random hold-out of whole images (give --val to use a folder)",
 }
+
+
+def split_words(model) -> str:
+    """How the model's validation rows were chosen, in words."""
+    by = "row position" if model.extra.get("holdout_by") == "position" else "id"
+    return _SPLIT_WORDS.get(model.split, model.split).format(by=by)
 
 
 def _and(names: list[str]) -> str:
@@ -267,12 +274,12 @@ def render_table(result: EvaluationResult, console) -> None:
                              f"seed {pixels.get('seed')}, void label {pixels.get('ignore_label')})"
                              if drawn is not None else "")
                           + (f"; {fitted_text} fitted on {model.n_val} pixels of {pixels.get('val_images')} "
-                             f"images, {_SPLIT_WORDS.get(model.split, model.split)}" if model.n_val and fitted_text
+                             f"images, {split_words(model)}" if model.n_val and fitted_text
                              else ""),
                           markup=False, soft_wrap=True)
         else:
             console.print(f"  evaluated on {model.n_eval} rows" + (
-                f"; {fitted_text} fitted on {model.n_val} rows, {_SPLIT_WORDS.get(model.split, model.split)}"
+                f"; {fitted_text} fitted on {model.n_val} rows, {split_words(model)}"
                 if model.n_val and fitted_text else ""), soft_wrap=True)
         sections = metric_sections(model)
         # Many scores (--scores all) in a narrow terminal: several tables of the columns that fit.

@@ -711,8 +711,11 @@ def test_shuffled_rows_give_byte_identical_json(cli, dumps, out_dir, rule):
     split = np.where(np.random.default_rng(2).random(labels.size) < 0.3, "val", "test") if rule == "split-column" else None
     path, target = dumps.path("m.parquet"), out_dir / "r.json"
 
+    ids = np.array([f"r{i}" for i in range(labels.size)])  # without ids a hold-out is by position: order matters
+
     def run(order, **kwargs):
-        dumps.parquet("m.parquet", logits[order], labels[order], split=None if split is None else split[order], **kwargs)
+        dumps.parquet("m.parquet", logits[order], labels[order], split=None if split is None else split[order],
+                      extra={"id": pa.array(ids[order])}, **kwargs)
         result = cli("evaluate", path, "--json", target, "-q")
         assert result.exit_code == 0, result.stderr
         return target.read_bytes()

@@ -433,8 +433,9 @@ def test_evaluation_rows_never_change_the_fits_random():
     assert len(set(results)) == 1, results
 
 
-def make_dump(logits, labels, split=None):
-    return Dump(path="mem.npz", logits=logits, labels=labels, split=split, ids=np.arange(labels.size))
+def make_dump(logits, labels, split=None, ids=None):
+    ids = np.arange(labels.size).astype(str) if ids is None else ids
+    return Dump(path="mem.npz", logits=logits, labels=labels, split=split, ids=ids)
 
 
 @pytest.mark.parametrize("n,fraction", [(1000, 0.2), (5000, 0.2), (7, 0.3), (101, 0.37), (10, 0.9)])
@@ -442,38 +443,40 @@ def test_holdout_size_and_disjoint(n, fraction):
     rng = np.random.default_rng(n)
     logits = rng.normal(size=(n, 4))
     labels = rng.integers(0, 4, n)
-    mask = holdout_mask(logits, labels, fraction, 0)
+    mask = holdout_mask(n, np.arange(n).astype(str), fraction, 0)
     assert mask.dtype == bool and mask.shape == (n,)
     assert int(mask.sum()) == round(fraction * n)
     val_rows, eval_rows, rule = split_rows(make_dump(logits, labels), None, Options(val_fraction=fraction))
     assert rule == "holdout"
     val_ids, eval_ids = set(val_rows.ids.tolist()), set(eval_rows.ids.tolist())
     assert not val_ids & eval_ids
-    assert val_ids | eval_ids == set(range(n))
-    assert val_ids == set(np.flatnonzero(mask).tolist())
+    assert val_ids | eval_ids == {str(i) for i in range(n)}
+    assert val_ids == {str(i) for i in np.flatnonzero(mask)}
 
 
-def test_holdout_is_chosen_by_row_content():
-    rng = np.random.default_rng(3)
-    logits = rng.normal(size=(2000, 10)).astype(np.float32)
-    labels = rng.integers(0, 10, 2000)
-    mask = holdout_mask(logits, labels, 0.2, 0)
-    assert np.array_equal(mask, holdout_mask(logits, labels, 0.2, 0))  # reproducible
-    for s in range(3):
+def test_holdout_is_chosen_by_row_identity():
+    ids = np.array([f"img/{i:05d}" for i in range(2000)])
+    mask = holdout_mask(2000, ids, 0.2, 0)
+    assert np.array_equal(mask, holdout_mask(2000, ids, 0.2, 0))  # reproducible
+    for s in range(3):  # with ids, independent of row order
         perm = np.random.default_rng(10 + s).permutation(2000)
-        assert np.array_equal(holdout_mask(logits[perm], labels[perm], 0.2, 0), mask[perm])
-    other = holdout_mask(logits, labels, 0.2, 1)
-    assert other.sum() == mask.sum()
-    assert not np.array_equal(other, mask)
-    # different seeds give (nearly) independent subsets: overlap about fraction^2 * N = 80
-    assert np.count_nonzero(other & mask) < 200
+        assert np.array_equal(holdout_mask(2000, ids[perm], 0.2, 0), mask[perm])
+    assert np.array_equal(holdout_mask(2000, None, 0.2, 0), holdout_mask(2000, None, 0.2, 0))
+    for rows in (ids, None):
+        mask = holdout_mask(2000, rows, 0.2, 0)
+        other = holdout_mask(2000, rows, 0.2, 1)
+        assert other.sum() == mask.sum()
+        assert not np.array_equal(other, mask)
+        # different seeds give (nearly) independent subsets: overlap about fraction^2 * N = 80
+        assert np.count_nonzero(other & mask) < 200
 
 
 def test_permuted_dump_gives_identical_fits_and_metrics():
     logits, labels = load_real("calibrator_cifar10_resnet50_ce", "test")
     perm = np.random.default_rng(0).permutation(labels.size)
-    a = evaluate_dump(make_dump(logits, labels))
-    b = evaluate_dump(make_dump(logits[perm], labels[perm]))
+    ids = np.arange(labels.size).astype(str)
+    a = evaluate_dump(make_dump(logits, labels, ids=ids))
+    b = evaluate_dump(make_dump(logits[perm], labels[perm], ids=ids[perm]))
     assert a.split == b.split == "holdout"
     assert (a.n_val, a.n_eval) == (b.n_val, b.n_eval) == (2000, 8000)
     assert fitted(a) == fitted(b)
@@ -510,7 +513,7 @@ def test_all_scores_on_the_same_rows_and_msp_unchanged():
 def test_holdout_dump_scores_share_rows_with_msp_only_run():
     logits, labels = load_real("markus93_densenet40_c10", "test")
     full = evaluate_dump(make_dump(logits, labels))
-    mask = holdout_mask(logits, labels, 0.2, 0)
+    mask = holdout_mask(labels.size, np.arange(labels.size).astype(str), 0.2, 0)
     assert (full.n_val, full.n_eval) == (mask.sum(), (~mask).sum())
     assert_same_rows(full, int((~mask).sum()))
     only = evaluate_arrays(logits[~mask], labels[~mask], options=Options(scores=("msp",)))

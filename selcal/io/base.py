@@ -263,7 +263,7 @@ def finite_values(path: str, name: str, values, keep: np.ndarray | None = None) 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser on uint64 arrays: the mixing step of every seeded hash in selcal
-    (the hold-out by row content, pixel sampling, the leak check)."""
+    (the hold-out by row identity, pixel sampling, the leak check)."""
     x = x + np.uint64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -38,7 +38,13 @@ def _is_text(data_type: pa.DataType) -> bool:
 
 
 class ParquetSource(DumpSource):
-    """A Parquet dump read by record batches: constant memory whatever its size."""
+    """A Parquet dump read by record batches: constant memory whatever its size.
+
+    ``named_split`` (set by :class:`~selcal.io.parts.PartsSource` for a part whose file or
+    folder name names a split) is the split of every row when the file has no split column.
+    """
+
+    named_split: str | None = None
 
     def __init__(self, path: str, label_col: str | None, logits_col: str | None, ignore_label: int | None,
                  group_col: str | None):
@@ -131,9 +137,9 @@ class ParquetSource(DumpSource):
         if self.ignore_label is not None:
             labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
-        if self.split_col:
-            train = _splits(self.path, self.split_col, table.column(self.split_col).combine_chunks()) == "train"
-            keep = ~train if keep is None else keep & ~train
+        split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
+        if split is not None:
+            keep = split != "train" if keep is None else keep & (split != "train")
         return ids if keep is None else ids[keep]
 
     def value_column(self, name: str) -> np.ndarray:
@@ -155,9 +161,9 @@ class ParquetSource(DumpSource):
         if self.ignore_label is not None:
             labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
-        if self.split_col:
-            train = _splits(self.path, "split", table.column(self.split_col).combine_chunks()) == "train"
-            keep = ~train if keep is None else keep & ~train
+        split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
+        if split is not None:
+            keep = split != "train" if keep is None else keep & (split != "train")
         return finite_values(self.path, name, column.to_numpy(zero_copy_only=False), keep)
 
     def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -191,9 +197,26 @@ class ParquetSource(DumpSource):
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
         labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
-        split = (None if not self.split_col
-                 else _splits(self.path, self.split_col, table.column(self.split_col).combine_chunks()))
+        split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
         return labels, split
+
+    def _split_values(self, column, n_rows: int, first_row: int = 0) -> np.ndarray | None:
+        """The canonical split of ``n_rows`` rows: the split column's, else the part's named split
+        (None when neither); a split column that disagrees with its file's name is refused."""
+        if column is not None and isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        split = None if column is None else _splits(self.path, self.split_col, column, first_row)
+        if self.named_split is None:
+            return split
+        if split is None:
+            return np.full(n_rows, self.named_split, dtype="<U5")
+        other = np.flatnonzero(split != self.named_split)
+        if other.size:
+            row = int(other[0])
+            raise _fail(self.path, self.split_col, first_row + row,
+                        f"says '{split[row]}' but the file's name puts its rows in the split '{self.named_split}'; "
+                        "drop the split column or rename the file")
+        return split
 
     @property
     def num_classes(self) -> int:
@@ -239,8 +262,8 @@ class ParquetSource(DumpSource):
         return dict(
             logits=logits,
             labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
-            split=None if self.split_col is None else _splits(path, self.split_col, batch.column(self.split_col),
-                                                               first_row),
+            split=self._split_values(batch.column(self.split_col) if self.split_col else None, batch.num_rows,
+                                     first_row),
             ids=None if self.id_col is None else _strings(path, self.id_col, batch.column(self.id_col), first_row),
             groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
                                                                   first_row),

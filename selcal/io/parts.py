@@ -8,19 +8,27 @@ every check and error line of a single file holds and names the part and its row
 parts must agree on K and on their columns. selcal's numbers do not depend on row order,
 so they are bit-for-bit those of the same rows in one file, whatever the part boundaries
 and the order of the parts.
+
+Parts whose names name splits (CONVENTIONS.md, "Validation split") give their rows that
+split, as a split column would: a Hugging Face layout (``data/validation-00000-of-00001.parquet``,
+``data/test-*.parquet``, ``train-*``), Hive folders (``split=val/``, ``split=test/``) or plain
+folders (``val/``, ``test/``). See :func:`named_split`.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 
 import numpy as np
 
 from .base import DumpSource, _fail
+from .columns import SPLIT_ALIASES, SPLIT_NAME
 from .parquet import ParquetSource
 
 PART_SUFFIXES = (".parquet", ".pq")
+SPLIT_NAMES_KEY = "selcal.split_from_names"  # in the metadata of a dump whose parts name their splits
 _GLOB_CHARS = set("*?[")
 
 
@@ -97,6 +105,38 @@ def _walk(root: str) -> list[str]:
     return files
 
 
+def named_split(relative: str) -> str | None:
+    """The split a part's path (relative to the folder, or to a glob's fixed prefix) names:
+    a Hive folder ``split=X``, a folder named ``X``, or a file name whose first word (up to
+    ``-``, ``_`` or ``.``) is ``X``, X being a split name of any case (``val``, ``validation``,
+    ``valid``, ``dev``, ``test``, ``train``); None when it names none. Two different splits in
+    one path are refused (ValueError).
+
+    >>> named_split("data/validation-00000-of-00001.parquet"), named_split("split=test/part-0.parquet")
+    ('val', 'test')
+    >>> named_split("val/shard_3.parquet"), named_split("part-0.parquet"), named_split("testing.parquet")
+    ('val', None, None)
+    """
+    *folders, name = relative.replace(os.sep, "/").split("/")
+    words = [f[len(SPLIT_NAME) + 1:] if f.lower().startswith(SPLIT_NAME + "=") else f for f in folders]
+    words.append(re.split(r"[-_.]", name, maxsplit=1)[0])
+    found = {SPLIT_ALIASES[w.lower()] for w in words if w.lower() in SPLIT_ALIASES}
+    if len(found) > 1:
+        raise ValueError(" and ".join(sorted(found)))
+    return found.pop() if found else None
+
+
+def _relative(path: str, part: str) -> str:
+    if not is_glob(path):
+        return os.path.relpath(part, path)
+    fixed = []
+    for name in path.replace(os.sep, "/").split("/")[:-1]:
+        if _GLOB_CHARS & set(name):
+            break
+        fixed.append(name)
+    return os.path.relpath(part, "/".join(fixed) or ".")
+
+
 def accepts(path: str) -> bool:
     """A folder holding Parquet parts, or a glob matching some."""
     return (is_glob(path) or os.path.isdir(path)) and bool(find_parts(path))
@@ -112,10 +152,13 @@ class PartsSource(DumpSource):
         if not files:
             raise _fail(path, None, None, "holds no Parquet parts (*.parquet); give a dump file or a folder of parts")
         self.parts = [ParquetSource(f, label_col, logits_col, ignore_label, group_col) for f in files]
+        self._name_splits(path)
         first = self.parts[0]
         self.label_col, self.logits_col, self.ignore_label = first.label_col, first.logits_col, first.ignore_label
         self.group_col = first.group_col
-        self.metadata = first.metadata
+        self.metadata = dict(first.metadata)
+        if self.split_from_names:
+            self.metadata[SPLIT_NAMES_KEY] = "1"
         self.num_rows = sum(part.num_rows for part in self.parts)
         self._k = next((part.num_classes for part in self.parts if part.num_rows), None)
         shape = self._shape(first)
@@ -125,6 +168,26 @@ class PartsSource(DumpSource):
                 raise _fail(part.path, None, None,
                             f"has other {what} than {first.path} ({self._describe(part)} against "
                             f"{self._describe(first)}); every part of a dump needs the same columns and K")
+
+    def _name_splits(self, path: str) -> None:
+        """Give each part the split its name names; every part or none must name one."""
+        named = []
+        for part in self.parts:
+            try:
+                named.append(named_split(_relative(path, part.path)))
+            except ValueError as exc:
+                raise _fail(part.path, None, None, f"its folder and file names name two splits ({exc}); "
+                            "name one split per part") from None
+        self.split_from_names = any(split is not None for split in named)
+        if not self.split_from_names:
+            return
+        unnamed = [part.path for part, split in zip(self.parts, named) if split is None]
+        if unnamed:
+            raise _fail(unnamed[0], None, None, "names no split, but other parts of this folder do (e.g. "
+                        f"{next(p.path for p, s in zip(self.parts, named) if s)}); name every part's split "
+                        "(validation-*, test-*, split=val/, val/) or none")
+        for part, split in zip(self.parts, named):
+            part.named_split = split
 
     @staticmethod
     def _classes(part: ParquetSource) -> int | None:
