@@ -286,12 +286,12 @@ def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, 
 
 
 def _write_rank_maps(result, plots_dir, fmt, count, of, *, outputs=None) -> list[str]:
-    """--plots on segmentation folders: the uncertainty-rank maps (selcal/plots_segmentation.py)."""
+    """--plots on segmentation folders: the uncertainty-rank maps (selcal/figures/segmentation.py)."""
     if count < 0:
         raise SelcalError(f"--rank-maps takes a number of images, 0 or more; got {count}")
     if not any(getattr(m, "clusters", None) is not None for m in result.models):
         return []
-    from .plots_segmentation import write_rank_maps
+    from .figures.segmentation import write_rank_maps
 
     images = [i.strip() for i in of.split(",") if i.strip()] if of else None
     written = write_rank_maps(result, plots_dir, fmt, count=count, images=images, outputs=outputs)
@@ -308,7 +308,7 @@ def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at
     written = []
     figures = None
     if plots_dir is not None:
-        from .plots import write_plots
+        from .figures import write_plots
 
         figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
                               keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped,

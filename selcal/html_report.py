@@ -2,7 +2,7 @@
 
 The page holds the settings the numbers depend on, one metric table per model (the rows
 of the terminal table, per-group tables when rows have groups), and every figure of
-:mod:`selcal.plots` embedded as a ``data:`` URI (PNG, or SVG when the figures were
+:mod:`selcal.figures` embedded as a ``data:`` URI (PNG, or SVG when the figures were
 rendered as SVG), so it can be opened offline, mailed, or attached to a pull request.
 Nothing is measured here: every number is read from the result.
 """
@@ -230,8 +230,8 @@ def _warnings(result, notes: Sequence[str]) -> str:
 
 def render_report(result, figures: Sequence | None = None, *, title: str = "selcal report",
                   plot_settings: dict[str, Any] | None = None, notes: Sequence[str] = ()) -> str:
-    """The HTML text. ``figures``: :class:`selcal.plots.RenderedFigure` objects (PNG or SVG bytes);
-    ``notes``: figures not drawn, with the reason (:func:`selcal.plots.render_figures`).
+    """The HTML text. ``figures``: :class:`selcal.figures.RenderedFigure` objects (PNG or SVG bytes);
+    ``notes``: figures not drawn, with the reason (:func:`selcal.figures.render_figures`).
 
     Warnings (of every model, and the figure notes) come first, under the title; the summary
     gives per model the accuracy, each score's AURC, and the ECE before (msp) and after
@@ -310,12 +310,12 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     their notes are added to this list too, so that the caller can print them.
     ``outputs``: stage the page in that transaction, for the caller to commit with its other outputs.
     """
-    from . import plots
+    from .figures import render_figures
 
     shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
         own: list[str] = []
-        figures = list(plots.render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own))
+        figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own))
         shown = own
         if notes is not None:
             notes.extend(n for n in own if n not in notes)

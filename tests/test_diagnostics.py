@@ -477,7 +477,7 @@ def test_pnorm_given_vmax_matches_a_loop():
 def test_diagnostic_figures_are_drawn_with_hostile_names():
     import matplotlib
 
-    from selcal import plots, plots_diagnostics
+    from selcal import figures as plots
 
     rng = np.random.default_rng(26)
     models = []
@@ -488,17 +488,17 @@ def test_diagnostic_figures_are_drawn_with_hostile_names():
                                        options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
         model.extra["sweep"] = {"$a": float(i)}
         models.append(model)
-    kinds = [job[0] for job in plots_diagnostics.across_model_jobs(models)]
-    assert kinds == ["sweep_a", "overlay_logit_profile"]
-    jobs = [job[3] for job in plots_diagnostics.across_model_jobs(models)]
+    diagnostic = ("sweep", "logit_profile", "pnorm_vmax")
+    jobs = plots.plan_figures(selcal.EvaluationResult(models=models), kinds=diagnostic)
+    assert [job.kind for job in jobs if job.model is None] == ["sweep_a", "overlay_logit_profile"]
     for model in models:
-        assert [job[0] for job in plots_diagnostics.model_jobs(model)] == ["logit_profile", "pnorm_vmax"]
-        jobs += [job[2] for job in plots_diagnostics.model_jobs(model)]
-    for make in jobs:
-        with matplotlib.rc_context(plots._STYLE):
-            figure = make()
+        assert [job.kind for job in jobs if job.model == model.name] == ["logit_profile", "pnorm_vmax"]
+    for job in jobs:
+        with matplotlib.rc_context(plots.base.STYLE):
+            chosen = [models[i] for i in job.models]
+            figure = job.draw(chosen if job.many else chosen[0], **job.options)
             texts = [t.get_text() for t in figure.findobj(matplotlib.text.Text)]
-            assert len(plots._render(figure, "png")) > 1000
+            assert len(plots.base.render(figure, "png")) > 1000
         assert not any("$\\alpha$" in t and "\\$" not in t for t in texts)  # user text escaped
 
 
@@ -549,7 +549,7 @@ def test_the_label_smoothing_sweep_of_the_sample_dumps():
 def test_no_logit_profile_for_log_probabilities():
     from scipy.special import log_softmax
 
-    from selcal import plots_diagnostics
+    from selcal import figures as plots
 
     rng = np.random.default_rng(27)
     logits, labels = _arrays(rng, 400, 6, sharp=1.0)
@@ -557,11 +557,13 @@ def test_no_logit_profile_for_log_probabilities():
     model = selcal.evaluate_arrays(log_softmax(logits, axis=1), labels, log_softmax(val_logits, axis=1), val_labels,
                                    options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
     notes = []
-    assert plots_diagnostics.model_jobs(model, notes) == []
+    diagnostic = ("logit_profile", "pnorm_vmax")
+    assert plots.plan_figures(selcal.EvaluationResult(models=[model]), kinds=diagnostic, notes=notes) == []
     assert len(notes) == 1 and "log-probabilities" in notes[0]
     raw = selcal.evaluate_arrays(logits, labels, val_logits, val_labels,
                                  options=selcal.Options(scores=("msp", "pnorm"), logit_profile=True))
-    assert [job[0] for job in plots_diagnostics.model_jobs(raw)] == ["logit_profile", "pnorm_vmax"]
+    jobs = plots.plan_figures(selcal.EvaluationResult(models=[raw]), kinds=diagnostic)
+    assert [job.kind for job in jobs] == ["logit_profile", "pnorm_vmax"]
 
 
 def test_bootstrap_gives_no_aece_interval_under_mbls():

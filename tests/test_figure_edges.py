@@ -24,7 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import html_report, plots
+from selcal import figures as plots
+from selcal import html_report
 from selcal.cli import app
 
 
@@ -212,10 +213,10 @@ def test_quiet_success_for_non_latin_names_and_many_groups(tmp_path, caplog):
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
         warnings.simplefilter("always")
         written = plots.write_plots(result, tmp_path, "png")
-        with matplotlib.rc_context(plots._style()):  # the SVG and PDF backends draw glyphs on their own
+        with matplotlib.rc_context(plots.base.style()):  # the SVG and PDF backends draw glyphs on their own
             for fmt in ("svg", "pdf"):
-                plots._render(plots.figure_errors_by_group(models), fmt)
-                plots._render(plots.figure_rc(models[0]), fmt)
+                plots.base.render(plots.figure_errors_by_group(models), fmt)
+                plots.base.render(plots.figure_rc(models[0]), fmt)
     assert not [str(w.message) for w in caught]
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
     assert len(written) == 2 + 1 + 3 * 2  # overlays, errors by group, rc + reliability + vmax per model

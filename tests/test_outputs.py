@@ -42,14 +42,16 @@ FAST = ("--scores", "msp,max_logit")
 @pytest.fixture(autouse=True)
 def no_figures(monkeypatch):
     """The figures are not what is tested here: two stand-ins (not drawn) keep these tests fast."""
-    import selcal.plots
+    import selcal.figures
+    import selcal.figures.render
 
     def render_figures(result, fmt="png", **kwargs):
         for kind in ("rc", "reliability"):
-            yield selcal.plots.RenderedFigure(stem=f"m_{kind}", kind=kind, model=None, caption=kind, format=fmt,
-                                              data=b"figure")
+            yield selcal.figures.RenderedFigure(stem=f"m_{kind}", kind=kind, model=None, caption=kind, format=fmt,
+                                                data=b"figure")
 
-    monkeypatch.setattr(selcal.plots, "render_figures", render_figures)
+    monkeypatch.setattr(selcal.figures, "render_figures", render_figures)
+    monkeypatch.setattr(selcal.figures.render, "render_figures", render_figures)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import plots
+from selcal import figures as plots
 from selcal.cli import app
 from selcal.selective import risk_coverage
 
@@ -132,7 +132,7 @@ def test_rc_thinning_keeps_the_shape():
 
 def test_rc_figure_draws_the_computed_curves(pair):
     model = pair.models[0]
-    with plots._mpl()[0].rc_context(plots._STYLE):
+    with plots.base.mpl()[0].rc_context(plots.base.STYLE):
         figure = plots.figure_rc(model)
     lines = {line.get_label(): line for line in figure.axes[0].lines}
     for score, curve in model.curves.items():

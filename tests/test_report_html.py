@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import selcal
-from selcal import html_report, plots
+from selcal import figures as plots
+from selcal import html_report
 
 VOID = {"meta", "img", "br", "hr", "link", "input"}
 

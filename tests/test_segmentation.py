@@ -362,7 +362,7 @@ def test_cluster_intervals_are_wider_when_pixels_of_an_image_agree(tmp_path):
 
 # ----------------------------------------------------------------------------- rank maps
 def test_rank_map_ranks_every_cell_among_the_evaluated_pixels():
-    from selcal.plots_segmentation import rank_map_data
+    from selcal.figures.segmentation import rank_map_data
 
     rng = np.random.default_rng(0)
     evaluated = np.round(rng.random(200), 1)  # many ties
@@ -384,7 +384,7 @@ def test_rank_map_ranks_every_cell_among_the_evaluated_pixels():
 
 def test_cell_scores_are_the_evaluated_scores_of_those_pixels(tmp_path):
     from selcal.io.segmentation import read_image
-    from selcal.plots_segmentation import cell_scores
+    from selcal.figures.segmentation import cell_scores
 
     make_folder(tmp_path / "seg", n=8, dtype=np.float16)
     model = selcal.evaluate(str(tmp_path / "seg"), pixels_per_image=0).models[0]
@@ -402,7 +402,7 @@ def test_cell_scores_are_the_evaluated_scores_of_those_pixels(tmp_path):
 def test_images_with_the_most_confident_errors_are_chosen():
     from types import SimpleNamespace
 
-    from selcal.plots_segmentation import choose_images
+    from selcal.figures.segmentation import choose_images
 
     rng = np.random.default_rng(1)
     clusters = rng.integers(0, 6, 500)
@@ -417,7 +417,7 @@ def test_images_with_the_most_confident_errors_are_chosen():
 
 
 def test_plots_add_rank_maps_of_chosen_or_named_images(tmp_path):
-    from selcal.plots_segmentation import write_rank_maps
+    from selcal.figures.segmentation import write_rank_maps
 
     for name, seed in (("a", 1), ("b", 2)):
         make_folder(tmp_path / name, n=5, seed=seed)

@@ -5,7 +5,7 @@ among all evaluated pixels of the model: errors in a sequential colour map, the 
 confident errors brightest; correct pixels grey; void pixels white. One panel per score,
 one row of panels per model (the same image for every model).
 
-Two layers, as in :mod:`selcal.plots`: :func:`rank_map_data` and :func:`choose_images`
+Two layers, as in :mod:`selcal.figures`: :func:`rank_map_data` and :func:`choose_images`
 are pure functions of arrays (tested); :func:`figure_rank_maps` only draws. The logits of
 the image are read again from the segmentation folder the model was evaluated on (one
 image at a time); scores are computed with the model's fitted T and p.
@@ -23,8 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import scores as scoring
-from .errors import SelcalError
+from .. import scores as scoring
+from ..errors import SelcalError
+from ..io import Outputs
+from ..io.segmentation import image_file, is_segmentation_folder, read_image
+from .base import NAME_LIMITS, SCORE_LABELS, new_figure, render, safe_stem, style, user_text
 
 __all__ = ["RankMap", "rank_map_data", "cell_scores", "choose_images", "figure_rank_maps", "write_rank_maps",
            "DEFAULT_RANK_MAPS", "MOST_CONFIDENT"]
@@ -122,7 +125,7 @@ def choose_images(models, count: int = DEFAULT_RANK_MAPS, *, score: str | None =
 
 def _image_panels(model, image: str):
     """(scores -> RankMap) of one image of a model evaluated on a segmentation folder."""
-    from .io.segmentation import image_file, read_image
+
 
     pixels = model.extra.get("pixels") or {}
     ignore = int(pixels.get("ignore_label", 255))
@@ -141,14 +144,12 @@ def figure_rank_maps(models, image: str):
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    from .plots import NAME_LIMITS, SCORE_LABELS, _new_figure, user_text
-
     panels = [(model, _image_panels(model, image)) for model in models]
     n_cols = max(len(p) for _, p in panels)
     first = next(iter(panels[0][1].values()))
     h, w = first.rank.shape
     width = min(4.2 * n_cols, 18)
-    figure = _new_figure(width, 0.6 + len(panels) * (width / n_cols) * h / w + 0.5)
+    figure = new_figure(width, 0.6 + len(panels) * (width / n_cols) * h / w + 0.5)
     axes = figure.subplots(len(panels), n_cols, squeeze=False)
     cmap = colormaps[ERROR_COLOURMAP]
     for row, (model, maps) in enumerate(panels):
@@ -190,8 +191,6 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
     """
     import matplotlib
 
-    from .io import Outputs
-    from .plots import _render, _safe, _style
 
     if outputs is None:
         with Outputs() as own:
@@ -214,15 +213,15 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
     outputs.folder(folder)
     written = []
     for image in chosen:
-        with matplotlib.rc_context({**_style(), "axes.grid": False}):  # the font chain of plots
-            data = _render(figure_rank_maps(models, image), fmt)
-        path = folder / f"rank_map_{_safe(image)}.{fmt}"
+        with matplotlib.rc_context({**style(), "axes.grid": False}):  # the font chain of plots
+            data = render(figure_rank_maps(models, image), fmt)
+        path = folder / f"rank_map_{safe_stem(image)}.{fmt}"
         outputs.write(path, data)
         written.append(path)
     return written
 
 
 def _from_folder(model) -> bool:
-    from .io.segmentation import is_segmentation_folder
+
 
     return getattr(model, "clusters", None) is not None and is_segmentation_folder(str(model.path))

@@ -1,0 +1,51 @@
+"""Figures from result objects (CONVENTIONS.md, "Plots"): one module per figure family.
+
+The numbers a figure shows are prepared in :mod:`.data` (pure functions of arrays, no
+matplotlib); the families draw them and read every number from the
+:class:`~selcal.report.ModelResult` objects (nothing is re-measured):
+
+* :mod:`.selective`: ``rc``, ``overlay_rc``, ``errors_by_group``;
+* :mod:`.reliability`: ``reliability``;
+* :mod:`.vmax`: ``vmax_msp``, ``overlay_vmax_msp``;
+* :mod:`.pnorm`: ``pnorm_search``, ``pnorm_vmax``;
+* :mod:`.profile`: ``logit_profile``, ``overlay_logit_profile``;
+* :mod:`.sweep`: ``sweep_NAME``;
+* :mod:`.segmentation`: the uncertainty-rank maps of segmentation images.
+
+They share only :mod:`.base` (style, fonts, user text, colours, rendering). :mod:`.render`
+plans which figures a result gets, draws them in worker processes and writes them through
+the output transaction :class:`selcal.io.Outputs`, so an interrupted or failed run leaves no
+figure. pyplot is never used: no figure is registered globally, the style is applied through
+``rc_context`` only, and a figure is released as soon as it is rendered. matplotlib is
+imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+from . import base, data
+from .base import (FALLBACK_FONTS, NAME_LIMITS, PLOT_FORMATS, REPLACEMENT_CHARACTER, SCORE_COLOURS, SCORE_LABELS,
+                   RenderedFigure, user_text)
+from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, OVERLAY_VMAX_MODELS, GroupErrors,
+                   LSCeiling, PnormSearch, RCPoints, ReliabilityData, SlidingWindowStats, WindowSeries,
+                   errors_at_coverage_by_group, histogram_top, ls_ceiling_share, overlay_pages, pnorm_search_data,
+                   rc_curve_points, reliability_data, shown_groups, sliding_window_stats, vmax_msp_limits)
+from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search
+from .profile import figure_logit_profile
+from .reliability import GAP_STYLES, figure_reliability
+from .render import (FIGURE_FAMILIES, FIGURE_KINDS, Job, parse_kinds, plan_figures, render_figures,
+                     write_plots)
+from .selective import figure_errors_by_group, figure_rc, figure_rc_overlay
+from .sweep import figure_sweep
+from .vmax import figure_vmax_msp, figure_vmax_msp_overlay, vmax_msp_skip_reason
+
+__all__ = [
+    "base", "data", "FALLBACK_FONTS", "NAME_LIMITS", "PLOT_FORMATS", "REPLACEMENT_CHARACTER", "SCORE_COLOURS",
+    "SCORE_LABELS", "RenderedFigure", "user_text", "DEFAULT_AT_COVERAGE", "DEFAULT_MAX_POINTS", "MAX_GROUP_BARS",
+    "OVERLAY_VMAX_MODELS", "GroupErrors", "LSCeiling", "PnormSearch", "RCPoints", "ReliabilityData",
+    "SlidingWindowStats", "WindowSeries", "errors_at_coverage_by_group", "histogram_top", "ls_ceiling_share",
+    "overlay_pages", "pnorm_search_data", "rc_curve_points", "reliability_data", "shown_groups",
+    "sliding_window_stats", "vmax_msp_limits", "figure_pnorm_given_vmax", "figure_pnorm_search",
+    "figure_logit_profile", "GAP_STYLES", "figure_reliability", "FIGURE_FAMILIES", "FIGURE_KINDS", "Job",
+    "parse_kinds", "plan_figures", "render_figures", "write_plots", "figure_errors_by_group", "figure_rc",
+    "figure_rc_overlay", "figure_sweep", "figure_vmax_msp", "figure_vmax_msp_overlay", "vmax_msp_skip_reason",
+]

@@ -1,0 +1,266 @@
+"""What every figure family shares: the style, the font chain, user text, colours and labels
+of the scores, a new Agg figure, and rendering a figure to bytes.
+
+Nothing here draws a particular figure; the family modules (:mod:`.selective`,
+:mod:`.reliability`, :mod:`.vmax`, :mod:`.pnorm`, :mod:`.profile`, :mod:`.sweep`,
+:mod:`.segmentation`) import from here and never from each other. matplotlib is imported
+only when a figure is made (:func:`mpl`), never pyplot.
+"""
+
+from __future__ import annotations
+
+import functools
+import io as _io
+import math
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..scores import REGISTRY
+
+__all__ = ["PLOT_FORMATS", "NAME_LIMITS", "SCORE_LABELS", "SCORE_COLOURS", "SCORE_STYLES", "STYLE",
+           "FALLBACK_FONTS", "REPLACEMENT_CHARACTER", "RenderedFigure", "user_text", "new_figure", "render",
+           "safe_stem", "style", "mpl", "wrap"]
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+# Longest user text, in characters, in a title, a legend entry and a tick label (see user_text).
+NAME_LIMITS = {"title": 70, "legend": 40, "tick": 28}
+
+SCORE_LABELS = {
+    "msp": "MSP",
+    "max_logit": "max logit",
+    "pnorm": "p-norm",
+    "temp": "temperature-scaled MSP",
+}
+SCORE_COLOURS = {"msp": "#1f77b4", "max_logit": "#ff7f0e", "pnorm": "#2ca02c", "temp": "#9467bd"}
+# temp ranks almost like msp: dashed, so that the curve beneath stays visible.
+SCORE_STYLES = {"temp": (0, (5, 2))}
+# Scores of selcal.scores.REGISTRY beyond the four above take these colours in registry order.
+EXTRA_SCORE_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#d62728")
+
+
+def score_colour(name: str) -> str:
+    if name in SCORE_COLOURS:
+        return SCORE_COLOURS[name]
+    extra = [n for n in REGISTRY if n not in SCORE_COLOURS]
+    index = extra.index(name) if name in extra else len(extra)
+    return EXTRA_SCORE_COLOURS[index % len(EXTRA_SCORE_COLOURS)]
+
+
+def score_style(name: str):
+    """Dashed for temp; dash-dotted for a registry score past the sixth extra colour."""
+    if name in SCORE_STYLES:
+        return SCORE_STYLES[name]
+    extra = [n for n in REGISTRY if n not in SCORE_COLOURS]
+    return "-." if name not in SCORE_COLOURS and name in extra and extra.index(name) >= 6 else "-"
+
+
+def all_scores(models, every: bool) -> list[str]:
+    """Scores with a curve, in the order of the models' curves (registry order): those of any
+    model (``every`` False) or of every model."""
+    names = list(dict.fromkeys(s for m in models for s in m.curves))
+    return [s for s in names if (all if every else any)(s in m.curves for m in models)]
+CORRECT_COLOUR, ERROR_COLOUR = "#1f77b4", "#d62728"
+
+STYLE = {
+    "font.size": 9.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 9.5,
+    "legend.fontsize": 8.5,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "savefig.dpi": 150,
+    "svg.hashsalt": "selcal",
+    "svg.fonttype": "path",
+    "pdf.fonttype": 42,
+    "text.usetex": False,  # a user's matplotlibrc must not send model names through TeX
+}
+# Fonts that cover scripts DejaVu Sans lacks, used (in this order) when installed: matplotlib
+# falls back glyph by glyph through font.family. Characters no installed font has are drawn as
+# REPLACEMENT_CHARACTER (see user_text), so a file name in any script never warns.
+FALLBACK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "Noto Sans CJK KR",
+                  "Source Han Sans", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback",
+                  "Noto Sans", "Arial Unicode MS", "Microsoft YaHei", "PingFang SC", "Hiragino Sans")
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def mpl():
+    """matplotlib's Figure and the Agg canvas, imported on first use (never pyplot)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return matplotlib, Figure, FigureCanvasAgg
+
+
+@functools.lru_cache(maxsize=1)
+def fonts() -> tuple[tuple[str, ...], frozenset[int]]:
+    """The font.family chain (DejaVu Sans, then the installed FALLBACK_FONTS) and the code
+    points it covers. Only installed families are named, so font_manager never logs a miss."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    installed = {entry.name for entry in font_manager.fontManager.ttflist}
+    families = ("DejaVu Sans",) + tuple(f for f in FALLBACK_FONTS if f in installed)
+    covered: set[int] = set()
+    for family in families:
+        try:
+            path = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+            covered.update(FT2Font(path).get_charmap())
+        except (ValueError, OSError, RuntimeError):  # listed but unreadable: its glyphs count as missing
+            continue
+    return families, frozenset(covered)
+
+
+def style() -> dict[str, Any]:
+    """:data:`STYLE` with the font chain of this machine."""
+    return {**STYLE, "font.family": list(fonts()[0])}
+
+
+def user_text(text, limit: int | None = None, *, escape: bool = True) -> str:
+    r"""``text`` from the user (a model or file name, an id, a group value) as matplotlib draws it literally.
+
+    matplotlib treats a string with an even number of unescaped ``$`` as mathtext, where
+    ``_``, ``^`` and ``\`` are markup and a malformed formula raises while the figure is
+    saved. Every ``$`` is escaped here (matplotlib draws ``\$`` as ``$``), so user text is
+    never parsed, whatever else the label holds; labels that carry user text therefore hold
+    no mathtext of selcal's own. Characters that no font of the chain (:data:`FALLBACK_FONTS`)
+    can draw become :data:`REPLACEMENT_CHARACTER` instead of a missing-glyph warning.
+    With ``limit``, a longer text is cut in its middle to ``limit`` characters ("head…tail"),
+    so that a long name cannot squeeze the axes out of a figure (``NAME_LIMITS``).
+    ``escape=False`` for a text artist made with ``parse_math=False`` (which would draw the
+    escaping backslash): glyphs and length are handled the same.
+    Every drawing function of this module (and any figure added to it) passes model names,
+    group values and file names through this function.
+
+    Examples
+    --------
+    >>> user_text("a$b_c^d\\e")
+    'a\\$b_c^d\\e'
+    >>> user_text("\u6a21\u578b_\u03b2") == ("\u6a21\u578b" if 0x6a21 in fonts()[1] else "\ufffd\ufffd") + "_\u03b2"
+    True
+    >>> user_text(3)
+    '3'
+    >>> user_text("resnet50_imagenet_seed0_final", limit=12)
+    'resne…_final'
+    """
+    text = str(text)
+    covered = fonts()[1]
+    if covered:
+        text = "".join(c if ord(c) in covered or c == "\n" else REPLACEMENT_CHARACTER for c in text)
+    if limit is not None and len(text) > limit:
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text.replace("$", "\\$") if escape else text
+
+
+def new_figure(width: float, height: float):
+    _, Figure, FigureCanvasAgg = mpl()
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def pct(value) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{100 * value:.2f}%"
+
+
+def score_detail(name: str, model) -> str:
+    """What was fitted for a score: ' (p = 2)', ' (falls back to MSP)', ' (T = 2.28)' or ''."""
+    metrics = model.scores.get(name, {})
+    if name == "pnorm":
+        if metrics.get("fallback"):
+            return " (falls back to MSP)"
+        if metrics.get("p") is not None:
+            return f" (p = {metrics['p']})"
+    if name == "temp" and metrics.get("temperature") is not None:
+        return f" (T = {metrics['temperature']:.2f})"
+    return ""
+
+
+def score_label(name: str, model=None) -> str:
+    return SCORE_LABELS.get(name, name) + ("" if model is None else score_detail(name, model))
+
+
+def model_colours(count: int) -> list:
+    matplotlib, _, _ = mpl()
+    if count <= 10:
+        cmap = matplotlib.colormaps["tab10"]
+        return [cmap(i) for i in range(count)]
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(i / max(count - 1, 1)) for i in range(count)]
+
+
+def legend_below(ax, ncol: int = 1, handles=None):
+    """The axes' legend under the x label. Pass ``handles`` when a label carries user text:
+    matplotlib's automatic collection drops labels that start with "_", as a model name may."""
+    args = () if handles is None else (handles, [h.get_label() for h in handles])
+    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, handlelength=1.8,
+              borderaxespad=0.0)
+
+
+@dataclass
+class RenderedFigure:
+    """One figure as file content: ``stem`` (file name without extension), ``kind``,
+    the model it shows (``None`` for figures across models), a caption, and the bytes."""
+
+    stem: str
+    kind: str
+    model: str | None
+    caption: str
+    format: str
+    data: bytes
+    path: Path | None = None
+
+
+def render(figure, fmt: str) -> bytes:
+    buffer = _io.BytesIO()
+    metadata = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    figure.savefig(buffer, format=fmt, metadata=metadata)
+    figure.clear()
+    return buffer.getvalue()
+
+
+def safe_stem(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+    return stem[:120]
+
+
+
+
+def wrap(text: str, width: float, fontsize: float = 10.5) -> str:
+    r"""``text`` broken into lines that fit ``width`` inches at ``fontsize`` points, so that a
+    title never runs past the figure's border (matplotlib does not wrap a title itself).
+
+    Lines are measured in a conservative average glyph width (0.62 em; a wide East Asian
+    character counts twice) and broken at spaces, or inside a word longer than a line; an
+    escaped ``\$`` is never split. Existing line breaks are kept.
+
+    Examples
+    --------
+    >>> wrap("risk-coverage of a model with a rather long name", 2.0, 10.0)
+    'risk-coverage of a\nmodel with a rather\nlong name'
+    >>> wrap("a\\$b", 0.1)
+    'a\\$b'
+    """
+    import unicodedata
+
+    wide = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+    per_line = max(8, int(width * 72 / (0.62 * fontsize) * (1 - 0.5 * wide / max(len(text), 1))))
+    text = text.replace("\\$", "\0")
+    lines = [textwrap.fill(line, per_line, break_long_words=True, break_on_hyphens=False) or line
+             for line in text.split("\n")]
+    return "\n".join(lines).replace("\0", "\\$")
+
+
+def figure_width(figure) -> float:
+    """Width of ``figure`` in inches."""
+    return float(figure.get_size_inches()[0])

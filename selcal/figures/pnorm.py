@@ -1,0 +1,67 @@
+"""The p-norm score's figures: the validation objective of every p (``pnorm_search``) and the
+score given the max logit within MSP bins (``pnorm_vmax``, Xia et al. 2024, fig. 19)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import diagnostics
+from .base import NAME_LIMITS, SCORE_COLOURS, legend_below, model_colours, new_figure, user_text
+from .data import pnorm_search_data
+
+__all__ = ["figure_pnorm_search", "figure_pnorm_given_vmax"]
+
+
+def figure_pnorm_search(model):
+    """Validation objective against p, MSP as a horizontal line, the chosen p marked."""
+    metrics = model.scores.get("pnorm")
+    if not metrics or "val_objective" not in metrics:
+        return None
+    data = pnorm_search_data(metrics)
+    name = data.objective_name.upper()
+    figure = new_figure(6.0, 4.4)
+    ax = figure.add_subplot()
+    ax.plot(data.p, 100 * data.objective, color=SCORE_COLOURS["pnorm"], marker="o", markersize=4, linewidth=1.4,
+            label=f"p-norm score ({'centred' if metrics.get('center', True) else 'uncentred'})")
+    if data.msp is not None:
+        ax.axhline(100 * data.msp, color=SCORE_COLOURS["msp"], linestyle="--", linewidth=1.2,
+                   label=f"MSP: {100 * data.msp:.3f}%")
+    if data.chosen_p is not None and data.chosen_p in data.p.tolist():
+        best = 100 * data.objective[data.p.tolist().index(data.chosen_p)]
+        verdict = "MSP is kept (no worse on validation)" if data.fallback else "used on the evaluation rows"
+        ax.plot([data.chosen_p], [best], marker="*", markersize=15, color="#ffbf00", markeredgecolor="0.15",
+                linestyle="none", label=f"best p = {data.chosen_p}: {best:.3f}%; {verdict}")
+    ax.set_xticks(data.p)
+    ax.set_xlabel("p of the p-norm")
+    ax.set_ylabel(f"validation {name} (%)")
+    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: choice of p on {model.n_val:,} validation samples\n(lower is better)")
+    legend_below(ax)
+    return figure
+
+
+def figure_pnorm_given_vmax(model):
+    """The p-norm score against v_max within MSP bins (Xia et al. fig. 19), one line per bin."""
+    rows = model.rows
+    if rows is None or rows.pnorm is None or "pnorm" not in model.scores:
+        return None
+    bins = diagnostics.pnorm_given_vmax(np.exp(rows.log_msp), rows.max_logit, rows.pnorm)
+    if not any(np.isfinite(b.mean).any() for b in bins):
+        return None
+    figure = new_figure(7.0, 4.6)
+    ax = figure.subplots()
+    colours = model_colours(len(bins))
+    for colour, b in zip(colours, bins):
+        finite = np.isfinite(b.mean)
+        if not finite.any():
+            continue
+        ax.plot(b.centre[finite], b.mean[finite], color=colour, linewidth=1.3,
+                label=f"MSP in ({b.lo:g}, {b.hi:g}]: {b.n_kept:,} rows")
+        ax.fill_between(b.centre[finite], (b.mean - b.std)[finite], (b.mean + b.std)[finite], color=colour,
+                        alpha=0.15, linewidth=0)
+    p = model.scores["pnorm"].get("p")
+    fallback = " (MSP kept as the score)" if model.scores["pnorm"].get("fallback") else ""
+    ax.set_xlabel("max logit $v_{max}$")
+    ax.set_ylabel(f"p-norm score, p = {p}{fallback}")
+    ax.set_title(user_text(f"{model.name}: p-norm score given max logit, within MSP bins"))
+    ax.legend(fontsize="small")
+    return figure

@@ -1,0 +1,55 @@
+"""Headline metrics against a value swept across runs (``sweep_NAME``): one panel per
+metric, one line per score. The data come from :func:`selcal.diagnostics.sweep_series`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import diagnostics
+from .base import SCORE_COLOURS, SCORE_LABELS, SCORE_STYLES, new_figure, user_text
+
+__all__ = ["figure_sweep", "figure_sweep_of"]
+
+
+def _colour(name: str):
+    return SCORE_COLOURS.get(name, "0.25")
+
+
+def figure_sweep(series: diagnostics.SweepSeries):
+    """One panel per headline metric against the swept value, one line per score, points
+    marked; the line joins the per-value means when several models share a value."""
+    panels = series.panels
+    columns = 3 if len(panels) > 4 else 2
+    rows = -(-len(panels) // columns)
+    figure = new_figure(4.2 * columns, 3.2 * rows + 0.6)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    values = np.unique(series.x)
+    for ax, panel in zip(axes, panels):
+        for label, y in panel.lines.items():
+            colour = _colour(label) if label in SCORE_COLOURS else (
+                _colour("temp") if label.startswith("after") else _colour("msp") if label.startswith("before")
+                else "0.2")
+            shown = SCORE_LABELS.get(label, label)
+            means = np.array([np.nanmean(y[series.x == v]) if np.any(np.isfinite(y[series.x == v])) else np.nan
+                              for v in values])
+            ax.plot(values, 100 * means, color=colour, linewidth=1.3, linestyle=SCORE_STYLES.get(label, "-"),
+                    label=user_text(shown))
+            ax.plot(series.x, 100 * y, linestyle="none", marker="o", markersize=4.5, color=colour)
+        ax.set_title(user_text(panel.title) + " (%)")
+        ax.set_xlabel(user_text(series.name))
+        if series.log_x == "log":
+            ax.set_xscale("log")
+        elif series.log_x == "symlog":
+            nonzero = np.abs(series.x[series.x != 0])
+            ax.set_xscale("symlog", linthresh=float(nonzero.min()))
+        if len(panel.lines) > 1:
+            ax.legend(fontsize="small")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    figure.suptitle(user_text(f"headline metrics against {series.name} ({len(series.models)} models)"))
+    return figure
+
+
+def figure_sweep_of(models, name: str):
+    """:func:`figure_sweep` of the models that carry the swept value ``name``."""
+    return figure_sweep(diagnostics.sweep_series(models, name))
