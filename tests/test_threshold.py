@@ -1,0 +1,339 @@
+"""Deployment thresholds with a guarantee (CONVENTIONS.md), the numerical core ``selcal.guarantee``.
+
+1. the exact binomial tail bound B* and p-value against an exact rational sum;
+2. hand-worked small cases of SGR and LTT, ties included (arithmetic in comments);
+3. random data with ties against the brute-force references of ``ref_threshold.py``;
+4. hypothesis properties: a larger δ never lowers the coverage, r near 1 accepts everything,
+   row order and strictly increasing transforms of the score change nothing but θ's value;
+5. the guarantee itself on a synthetic population whose selective risk is known exactly:
+   SGR and LTT break the target in at most δ of the draws (within binomial noise), the
+   empirical ``cov@r`` threshold in about half of them (so the check can fail).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ref_threshold as ref
+from selcal import guarantee as th
+
+# Eight rows in four tie groups of two; the last group holds the two errors.
+#   group  score  accepted  errors
+#   0      4      2         0
+#   1      3      4         0
+#   2      2      6         0
+#   3      1      8         2
+SCORE = [4, 4, 3, 3, 2, 2, 1, 1]
+CORRECT = [1, 1, 1, 1, 1, 1, 0, 0]
+
+
+# ------------------------------------------------------------------ 1. the binomial tail
+@pytest.mark.parametrize("errors,n,delta", [(0, 1, 0.5), (0, 10, 0.1), (1, 10, 0.1), (3, 20, 0.05),
+                                            (7, 40, 0.001), (19, 20, 0.3), (0, 200, 1e-6), (50, 120, 0.9)])
+def test_bound_solves_the_exact_binomial_tail(errors, n, delta):
+    bound = th.binomial_upper_bound(errors, n, delta)
+    assert bound == pytest.approx(ref.upper_bound(errors, n, delta), rel=1e-9, abs=1e-15)
+    # the tail at the bound is delta: a little below it the tail is larger, a little above smaller
+    assert float(ref.binomial_tail(errors, n, bound)) == pytest.approx(delta, rel=1e-8)
+    assert ref.binomial_tail(errors, n, bound * (1 - 1e-7)) > Fraction(delta)
+    assert ref.binomial_tail(errors, n, min(1.0, bound * (1 + 1e-7))) < Fraction(delta)
+
+
+def test_bound_with_no_error_is_one_minus_the_root_of_delta():
+    # P(Binom(n, b) <= 0) = (1 - b)^n = delta  <=>  b = 1 - delta^(1/n)
+    for n in (1, 2, 6, 1000):
+        assert th.binomial_upper_bound(0, n, 0.25) == pytest.approx(1 - 0.25 ** (1 / n), rel=1e-12)
+
+
+def test_bound_is_one_when_every_accepted_row_is_wrong():
+    assert th.binomial_upper_bound(5, 5, 0.1) == 1.0
+    assert th.binomial_upper_bound(np.array([0, 5]), np.array([5, 5]), 0.1).tolist()[1] == 1.0
+
+
+def test_bound_is_vectorised_like_the_scalar():
+    errors, n = np.array([0, 1, 4, 9]), np.array([3, 10, 10, 9])
+    vector = th.binomial_upper_bound(errors, n, 0.05)
+    assert vector.tolist() == [th.binomial_upper_bound(e, m, 0.05) for e, m in zip(errors, n)]
+
+
+@pytest.mark.parametrize("errors,n,risk", [(0, 2, 0.5), (2, 8, 0.5), (2, 8, 0.3), (10, 300, 0.05), (0, 45, 0.05)])
+def test_p_value_is_the_exact_binomial_tail(errors, n, risk):
+    assert th.binomial_p_value(errors, n, risk) == pytest.approx(float(ref.binomial_tail(errors, n, risk)), rel=1e-10)
+
+
+def test_bound_below_r_exactly_when_p_value_below_delta():
+    # B*(e, n, delta) < r  <=>  P(Binom(n, r) <= e) < delta: the two methods test the same thing
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        e = int(rng.integers(0, n + 1))
+        r, delta = float(rng.uniform(0.01, 0.5)), float(rng.uniform(0.01, 0.5))
+        p = th.binomial_p_value(e, n, r)
+        if abs(p - delta) > 1e-9:
+            assert (th.binomial_upper_bound(e, n, delta) < r) == (p < delta)
+
+
+# ------------------------------------------------------------------ 2. hand-worked cases
+def test_sgr_hand_worked_with_ties():
+    # G = 4 candidates (tie groups), k = ceil(log2 4) = 2 tests at delta' = 0.5 / 2 = 0.25.
+    # Step 1: middle of 0..3 is group 2 (6 accepted, 0 errors): B* = 1 - 0.25^(1/6) = 0.2063 < 0.3
+    #         -> pass, search higher coverage.
+    # Step 2: group 3 (8 accepted, 2 errors): P(Binom(8, 0.3) <= 2) = 0.5518 > 0.25, so B* > 0.3
+    #         -> fail. Answer: group 2, theta = 2, coverage 6/8, bound 0.2063.
+    cert = th.sgr(SCORE, CORRECT, risk=0.3, delta=0.5)
+    assert [(t.index, t.accepted, t.errors, t.passed) for t in cert.tests] == [(2, 6, 0, True), (3, 8, 2, False)]
+    assert cert.threshold == 2.0 and cert.accepted == 6 and cert.errors == 0
+    assert cert.coverage == 0.75 and cert.risk == 0.0
+    assert cert.bound == pytest.approx(1 - 0.25 ** (1 / 6), rel=1e-12)
+    assert not cert.abstain_all
+
+
+def test_sgr_hand_worked_accepts_all_for_a_loose_target():
+    # r = 0.5: group 2 passes (0.2063); group 3: P(Binom(8, 0.5) <= 2) = 37/256 = 0.1445 < 0.25
+    # -> B*(2, 8, 0.25) < 0.5 -> pass. Theta = 1: everything accepted, ties included.
+    cert = th.sgr(SCORE, CORRECT, risk=0.5, delta=0.5)
+    assert cert.threshold == 1.0 and cert.accepted == 8 and cert.errors == 2
+    assert cert.bound < 0.5
+
+
+def test_sgr_hand_worked_abstains_when_no_test_passes():
+    # r = 0.2: group 2's 0.2063 > 0.2 fails -> lower; group 1 (4 rows, 0 errors):
+    # 1 - 0.25^(1/4) = 0.2929 fails. Two tests done: abstain on everything (group 0 is never
+    # tested, as in the paper when G is a power of 2).
+    cert = th.sgr(SCORE, CORRECT, risk=0.2, delta=0.5)
+    assert [t.index for t in cert.tests] == [2, 1]
+    assert cert.abstain_all and cert.threshold is None and cert.bound is None
+    assert cert.accepted == 0 and cert.coverage == 0.0 and cert.risk is None
+
+
+def test_sgr_single_tie_group_is_tested_once_at_the_full_delta():
+    # G = 1: k = max(1, ceil(log2 1)) = 1 test at delta. 5 correct rows: 1 - 0.1^(1/5) = 0.369
+    cert = th.sgr([0.7] * 5, [True] * 5, risk=0.4, delta=0.1)
+    assert cert.threshold == 0.7 and cert.accepted == 5
+    assert cert.bound == pytest.approx(1 - 0.1 ** 0.2)
+    assert th.sgr([0.7] * 5, [True] * 5, risk=0.36, delta=0.1).abstain_all
+
+
+def test_ltt_hand_worked_with_ties():
+    # Coverage c % -> first group with accepted * 100 >= 8 c: c = 1..25 -> group 0 (2 rows),
+    # 26..50 -> group 1, 51..75 -> group 2, 76..100 -> group 3; each tested once, in that order.
+    # r = 0.3: p = 0.7^2 = 0.49, 0.7^4 = 0.2401, 0.7^6 = 0.1176, P(Binom(8, .3) <= 2) = 0.5518.
+    # delta = 0.5: the first three are rejected, the fourth is not -> theta = 2 (group 2).
+    cert = th.ltt(SCORE, CORRECT, risk=0.3, delta=0.5)
+    assert [t.index for t in cert.tests] == [0, 1, 2, 3]
+    assert [round(t.statistic, 4) for t in cert.tests] == [0.49, 0.2401, 0.1176, 0.5518]
+    assert cert.threshold == 2.0 and cert.accepted == 6
+    assert cert.bound == 0.3  # LTT certifies the target
+
+
+def test_ltt_hand_worked_accepts_all_and_stops_at_the_first():
+    # r = 0.5: p = 0.25, 0.0625, 0.0156, 37/256 = 0.1445.
+    # delta = 0.3: all rejected -> accept everything.
+    assert th.ltt(SCORE, CORRECT, risk=0.5, delta=0.3).accepted == 8
+    # delta = 0.25: p = 0.25 <= 0.25 is still rejected (the test is p <= delta).
+    assert th.ltt(SCORE, CORRECT, risk=0.5, delta=0.25).accepted == 8
+    # delta = 0.2: group 0's 2 rows could never be rejected ((1 - 0.5)^2 = 0.25 > 0.2 even with
+    # no error): the sequence starts at the first coverage with >= 3 rows, c = 26 % (group 1).
+    cert = th.ltt(SCORE, CORRECT, risk=0.5, delta=0.2)
+    assert [t.index for t in cert.tests] == [1, 2, 3] and cert.accepted == 8
+    # Tested from 1 % as printed, group 0 (p = 0.25 > 0.2) stops the sequence at once,
+    # although every later hypothesis would be rejected. Abstain on everything.
+    cert = th.ltt(SCORE, CORRECT, risk=0.5, delta=0.2, testable_only=False)
+    assert cert.abstain_all and len(cert.tests) == 1
+
+
+def test_ltt_starts_where_a_test_can_reject():
+    # r = 1 %, delta = 10 %: (0.99)^a <= 0.1 needs a >= 230 rows; of 5000 rows, c = 5 % is the
+    # first coverage with that many (250). Starting at 1 % (50 rows) can only abstain.
+    assert th.minimum_rows(0.01, 0.1, "ltt") == 230
+    coverages = th.ltt_coverages(5000, 0.01, 0.1)
+    assert coverages == tuple(range(5, 101))
+    assert th.ltt_coverages(5000, 0.01, 0.1, testable_only=False) == tuple(range(1, 101))
+    assert th.ltt_coverages(200, 0.01, 0.1) == ()  # 200 rows: no coverage has 230
+    assert th.ltt([1.0] * 200, [True] * 200, risk=0.01, delta=0.1).abstain_all
+    score = np.linspace(0, 1, 5000)
+    correct = np.ones(5000, bool)
+    assert th.ltt(score, correct, risk=0.01, delta=0.1).accepted == 5000
+    assert th.ltt(score, correct, risk=0.01, delta=0.1, testable_only=False).abstain_all
+
+
+def test_empirical_is_the_cov_at_risk_operating_point():
+    # calibration risks 0, 0, 0, 2/8 = 0.25
+    assert th.empirical(SCORE, CORRECT, risk=0.25).accepted == 8
+    assert th.empirical(SCORE, CORRECT, risk=0.2).accepted == 6
+    assert th.empirical([1, 2], [False, False], risk=0.2).abstain_all
+
+
+def test_applied_threshold_counts_ties_as_accepted():
+    applied = th.apply_threshold([3, 2, 2, 1], [True, False, True, False], 2.0)
+    assert (applied.n, applied.accepted, applied.errors) == (4, 3, 1)
+    assert th.apply_threshold([3, 2], [True, True], None).risk is None
+
+
+def test_minimum_rows_is_the_smallest_certifiable_set():
+    for method in th.METHODS:
+        for risk, delta in [(0.05, 0.1), (0.01, 0.1), (0.1, 0.01), (0.5, 0.25), (0.3, 0.7)]:
+            m = th.minimum_rows(risk, delta, method)
+            assert not th.certify([1.0] * (m - 1) or [1.0], [True] * max(m - 1, 1), risk=risk, delta=delta,
+                                  method=method).accepted or m == 1
+            assert th.certify([1.0] * m, [True] * m, risk=risk, delta=delta, method=method).accepted == m
+    # (1 - 0.05)^m < 0.1  <=>  m > 44.9
+    assert th.minimum_rows(0.05, 0.1) == 45
+
+
+@pytest.mark.parametrize("bad", [0, 1, -0.1, 1.5, float("nan"), "x", None])
+def test_levels_outside_the_open_unit_interval_are_refused(bad):
+    with pytest.raises(ValueError):
+        th.sgr(SCORE, CORRECT, risk=bad)
+    with pytest.raises(ValueError):
+        th.ltt(SCORE, CORRECT, delta=bad)
+    with pytest.raises(ValueError):
+        th.certify(SCORE, CORRECT, method="naive")
+
+
+# ------------------------------------------------------------------ 3. against brute force
+def _random_case(rng):
+    n = int(rng.integers(1, 60))
+    levels = int(rng.integers(1, 12))  # few levels: heavy ties
+    score = rng.integers(0, levels, size=n).astype(float) / levels
+    p_error = 0.05 + 0.6 * (1 - score)
+    correct = rng.random(n) >= p_error
+    return score, correct
+
+
+def test_sgr_and_ltt_agree_with_the_brute_force_references():
+    rng = np.random.default_rng(7)
+    for _ in range(80):
+        score, correct = _random_case(rng)
+        risk, delta = float(rng.uniform(0.05, 0.7)), float(rng.uniform(0.05, 0.6))
+        cert = th.sgr(score, correct, risk=risk, delta=delta)
+        threshold, bound = ref.sgr(score.tolist(), correct.tolist(), risk, delta)
+        assert cert.threshold == threshold
+        if bound is not None:
+            assert cert.bound == pytest.approx(bound, rel=1e-8, abs=1e-12)
+        assert th.ltt(score, correct, risk=risk, delta=delta).threshold == \
+            ref.ltt(score.tolist(), correct.tolist(), risk, delta)
+
+
+def test_sgr_follows_algorithm_one_on_distinct_scores():
+    # without ties the candidates are the rows: z over the m rows as printed in the paper
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n = int(rng.integers(20, 90))
+        score = rng.permutation(n).astype(float)
+        correct = rng.random(n) >= 0.4 * (1 - score / n)
+        cert = th.sgr(score, correct, risk=0.2, delta=0.1)
+        assert len(cert.tests) <= math.ceil(math.log2(n))
+        assert cert.threshold == ref.sgr(score.tolist(), correct.tolist(), 0.2, 0.1)[0]
+
+
+# ------------------------------------------------------------------ 4. properties
+rows = st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_size=80)
+levels = st.floats(0.01, 0.99)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, levels, levels, levels, st.sampled_from(th.METHODS))
+def test_a_larger_delta_never_gives_a_lower_coverage(data, risk, delta_a, delta_b, method):
+    score, correct = [s for s, _ in data], [c for _, c in data]
+    low, high = sorted((delta_a, delta_b))
+    assert th.certify(score, correct, risk=risk, delta=low, method=method).coverage <= \
+        th.certify(score, correct, risk=risk, delta=high, method=method).coverage
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.floats(0.001, 0.99), st.sampled_from(th.METHODS))
+def test_a_target_near_one_accepts_everything(data, delta, method):
+    score, correct = [s for s, _ in data], [c for _, c in data]
+    top = max(score)
+    if not any(c for s, c in data if s == top):
+        correct[score.index(top)] = True  # the most confident group holds a correct row
+    cert = th.certify(score, correct, risk=1 - 1e-9, delta=delta, method=method)
+    assert cert.coverage == 1.0 and cert.threshold == min(score)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows, levels, levels, st.sampled_from(th.METHODS), st.randoms(use_true_random=False))
+def test_row_order_changes_nothing(data, risk, delta, method, random):
+    shuffled = list(data)
+    random.shuffle(shuffled)
+    a = th.certify([s for s, _ in data], [c for _, c in data], risk=risk, delta=delta, method=method)
+    b = th.certify([s for s, _ in shuffled], [c for _, c in shuffled], risk=risk, delta=delta, method=method)
+    assert (a.threshold, a.accepted, a.errors, a.bound) == (b.threshold, b.accepted, b.errors, b.bound)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows, levels, levels, st.sampled_from(th.METHODS + ("empirical",)))
+def test_a_strictly_increasing_transform_moves_only_the_threshold(data, risk, delta, method):
+    score, correct = np.array([s for s, _ in data], float), [c for _, c in data]
+    transform = lambda s: np.exp(s) * 3.0 - 7.0  # noqa: E731 (exact order on these integers)
+    a = th.certify(score, correct, risk=risk, delta=delta, method=method)
+    b = th.certify(transform(score), correct, risk=risk, delta=delta, method=method)
+    assert (a.accepted, a.errors, a.bound) == (b.accepted, b.errors, b.bound)
+    assert (a.threshold is None and b.threshold is None) or b.threshold == transform(np.float64(a.threshold))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, levels, levels, st.sampled_from(th.METHODS))
+def test_a_chosen_threshold_never_breaks_its_own_certificate(data, risk, delta, method):
+    score, correct = [s for s, _ in data], [c for _, c in data]
+    cert = th.certify(score, correct, risk=risk, delta=delta, method=method)
+    if cert.abstain_all:
+        assert cert.bound is None and cert.accepted == 0
+        return
+    assert cert.bound <= risk
+    if delta <= 0.5:  # the upper confidence limit is at least the observed risk
+        assert cert.risk <= cert.bound
+    applied = th.apply_threshold(score, correct, cert.threshold)  # the same rows: the same counts
+    assert (applied.accepted, applied.errors) == (cert.accepted, cert.errors)
+
+
+# ------------------------------------------------------------------ 5. the guarantee
+def _population(levels: int = 200, slope: float = 0.4):
+    """A score uniform on ``levels`` values (ties) with P(error | s) = slope * (1 - s): the true
+    selective risk of "accept s >= t" is known exactly."""
+    values = (np.arange(levels) + 0.5) / levels
+    p_error = slope * (1 - values)
+    tail_errors = np.cumsum(p_error[::-1])[::-1]
+    tail_count = np.arange(levels, 0, -1)
+    true_risk = dict(zip(values.tolist(), (tail_errors / tail_count).tolist()))
+    return values, p_error, true_risk
+
+
+def _violations(method: str, risk: float, delta: float, draws: int, n: int, seed: int = 0):
+    values, p_error, true_risk = _population()
+    rng = np.random.default_rng(seed)
+    broken = abstained = 0
+    for _ in range(draws):
+        index = rng.integers(0, values.size, size=n)
+        correct = rng.random(n) >= p_error[index]
+        cert = th.certify(values[index], correct, risk=risk, delta=delta, method=method)
+        if cert.abstain_all:
+            abstained += 1
+        elif true_risk[cert.threshold] > risk:
+            broken += 1
+    return broken, abstained
+
+
+@pytest.mark.parametrize("method", th.METHODS)
+def test_the_guarantee_holds_on_a_population_of_known_risk(method):
+    draws, delta = 300, 0.1
+    slack = draws * delta + 3 * math.sqrt(draws * delta * (1 - delta))  # binomial noise, 3 sigma
+    for risk in (0.05, 0.1):
+        broken, abstained = _violations(method, risk, delta, draws, n=2000)
+        assert broken <= slack, (method, risk, broken)
+        if risk == 0.1:
+            assert abstained < draws / 2  # the guarantee is not bought by abstaining
+
+
+def test_the_empirical_threshold_breaks_the_target_about_half_the_time():
+    # the same check as above fails for cov@r on the calibration rows: it can fail
+    draws, delta = 300, 0.1
+    broken, _ = _violations("empirical", 0.1, delta, draws, n=2000)
+    assert broken > draws * delta + 3 * math.sqrt(draws * delta * (1 - delta))
