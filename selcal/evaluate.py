@@ -23,6 +23,7 @@ from .identity import identity_hashes
 from .io.base import nothing_left_message, splitmix64
 from .io.parquet import parquet_schema_metadata
 from .io.parts import SPLIT_NAMES_KEY
+from .io.text import SUFFIXES as TEXT_SUFFIXES
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob", "evaluate_model",
@@ -1230,7 +1231,7 @@ def _model_name(path: str) -> str:
     if len(parts) > 1 and set("*?[") & set(parts[-1]) and not os.path.exists(path):
         parts = parts[:-1]
     stem = parts[-1]
-    for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth"):
+    for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth", *TEXT_SUFFIXES):
         if stem.lower().endswith(suffix):
             stem = stem[: -len(suffix)]
             break

@@ -18,11 +18,14 @@ from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
+from ..errors import SelcalError
 from .output import Outputs, atomic_write
+from .probs import INPUT_KINDS
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
 from .parts import PartsSource, is_glob
 from .parts import accepts as _accepts_parts
+from .text import TextSource, text_format
 from .torchfile import TorchSource
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "Outputs", "SPLIT_VALUES",
@@ -96,6 +99,11 @@ register_reader(Reader(
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
         TorchSource(path, label_col, ignore_label, group_col, logits_col),
 ))
+register_reader(Reader(  # CSV, TSV and JSON Lines, read with polars by row batches
+    "text", lambda path: text_format(path) is not None and os.path.isfile(path),
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
+        TextSource(path, label_col, logits_col, ignore_label, group_col),
+))
 register_reader(Reader("pickle", _suffix(".p", ".pkl", ".pickle"), _refuse_pickle))
 register_reader(Reader(  # the default: any other file is tried as Parquet
     "parquet", lambda path: not os.path.isdir(path) and not is_glob(path),
@@ -131,12 +139,15 @@ def read_dump(
 
 
 def open_dump(path, *, label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
-              group_col: str | None = None, **settings) -> "DumpSource":
+              group_col: str | None = None, input_kind: str | None = None, **settings) -> "DumpSource":
     """Open a dump for reading in row batches (the schema is checked now, the rows as they come).
 
-    ``settings`` go to the readers that declare them (e.g. ``pixels_per_image`` and ``seed``
-    to segmentation folders) and are ignored by the others.
+    ``input_kind`` (``--input``): ``logits``, ``probs`` or ``logprobs``; None detects
+    probabilities (:mod:`selcal.io.probs`). ``settings`` go to the readers that declare them
+    (e.g. ``pixels_per_image`` and ``seed`` to segmentation folders) and are ignored by the others.
     """
+    if input_kind is not None and input_kind not in INPUT_KINDS:
+        raise SelcalError(f"--input must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")
     path = str(path)
     if not os.path.exists(path) and not is_glob(path):
         raise _fail(path, None, None, "no such file; check the path")
@@ -149,5 +160,7 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
         raise _fail(path, None, None, "is a folder with no dump in it; give a .parquet, .npz, .npy or .pt file, a folder of "
                     "Parquet parts, or a folder of per-image .npz files")
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
-    return reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                       group_col=group_col, **own)
+    source = reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                         group_col=group_col, **own)
+    source.input_kind = input_kind
+    return source

@@ -39,6 +39,7 @@ class Dump:
     image_names: np.ndarray | None = None
     n_train: int = 0  # rows of the split 'train', left out
     columns: dict = field(default_factory=dict)  # name -> float64 per row: score columns (DumpSource.value_column)
+    input: str = "logits"  # what the file held: logits, probs or logprobs (selcal.io.probs)
 
     @property
     def num_classes(self) -> int:
@@ -64,6 +65,7 @@ class Dump:
             image_names=self.image_names,
             n_train=self.n_train,
             columns={name: values[rows] for name, values in self.columns.items()},
+            input=self.input,
         )
 
 
@@ -72,8 +74,25 @@ def _where(path, column=None, row=None) -> str:
     if column is not None:
         parts.append(f"column '{column}'")
     if row is not None:
-        parts.append(f"row {row}")
+        parts.append(f"line {int(row) + row.offset}" if isinstance(row, Line) else f"row {row}")
     return ": ".join([parts[0], ", ".join(parts[1:])]) if len(parts) > 1 else parts[0]
+
+
+class Line(int):
+    """A row number (from 0) that messages name as the line of a text file (``row + offset``:
+    2 for a CSV with its header, 1 for JSON Lines); sums with it stay lines."""
+
+    offset: int
+
+    def __new__(cls, row: int, offset: int):
+        line = super().__new__(cls, row)
+        line.offset = offset
+        return line
+
+    def __add__(self, other):
+        return Line(int(self) + int(other), self.offset)
+
+    __radd__ = __add__
 
 
 def _fail(path, column, row, message: str) -> SelcalError:
@@ -103,6 +122,8 @@ class DumpSource:
     ignore_label: int | None
     label_col: str
     logits_col: str
+    input_kind: str | None = None  # --input: logits, probs or logprobs; None: detected (selcal.io.probs)
+    detected_input: str | None = None  # what the first batch was found to hold
 
     def raw_batches(self, batch_rows: int):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -201,7 +222,7 @@ class DumpSource:
                     groups=join("groups"), n_ignored=sum(b.n_ignored for b in parts), binary=binary,
                     metadata=self.metadata, images=None if images is None else images[0],
                     image_names=None if images is None else images[1],
-                    n_train=sum(b.n_train for b in parts))
+                    n_train=sum(b.n_train for b in parts), input=self.input_kind or self.detected_input or "logits")
 
     def _validate(self, *, logits, labels, split, ids, groups, first_row) -> Batch:
         path, n_rows = self.path, labels.size
@@ -224,6 +245,7 @@ class DumpSource:
                 hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
             raise _fail(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
+        logits = as_logits(self, logits, keep, first_row)
         nonfinite = first_nonfinite(logits, keep)
         if nonfinite is not None:
             row, k, what = nonfinite
@@ -396,3 +418,6 @@ def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.A
                         f"label {float(labels[row]):g} is not a class index; labels must be integers 0 .. K-1")
         return labels.astype(np.int64)
     raise _fail(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")
+
+
+from .probs import as_logits  # noqa: E402  (probs uses _fail)

@@ -7,8 +7,9 @@ and :func:`canonical_splits`; the rules below are CONVENTIONS.md, "Inputs and la
 - Labels: ``--label-col`` if given, else the one column among :data:`LABEL_NAMES`.
 - Logits, first match wins: ``--logits-col``; a column ``logits``; numbered columns of one
   naming family (:data:`WIDE_PREFIXES`: ``logit_0``, ``logits_0``, ``logit0``, ``logits0``,
-  then plain ``0`` as ``pandas.DataFrame(logits)`` writes them); the only list column; a
-  single float column among :data:`BINARY_NAMES` (one binary logit per row).
+  ``class_0``, ``prob_0``, ``probs_0``, then plain ``0`` as ``pandas.DataFrame(logits)`` writes
+  them; the ``prob`` families hold probabilities, :data:`PROBABILITY_PREFIXES`); the only list
+  column; a single float column among :data:`BINARY_NAMES` (one binary logit per row).
 - Split and ids: the optional columns :data:`SPLIT_NAME` and :data:`ID_NAME`. Split values are
   case-insensitive, with the aliases of :data:`SPLIT_ALIASES`; ``train`` rows are left out.
 """
@@ -27,8 +28,10 @@ LABEL_NAMES = ("label", "labels", "target", "targets", "y")
 SPLIT_NAME = "split"  # optional: which rows fit (val) and which are evaluated (test)
 ID_NAME = "id"  # optional: unique within a file
 BINARY_NAMES = ("logits", "logit", "score")
-WIDE_PREFIXES = ("logit_", "logits_", "logit", "logits", "")  # "" (plain 0 .. K-1) only when no other
-_WIDE = re.compile(r"^(logits?_?)?(\d+)$")
+WIDE_PREFIXES = ("logit_", "logits_", "logit", "logits", "class_", "class", "prob_", "probs_", "prob", "probs",
+                 "")  # "" (plain 0 .. K-1) only when no other
+PROBABILITY_PREFIXES = ("prob_", "probs_", "prob", "probs")  # numbered columns that hold probabilities
+_WIDE = re.compile(r"^(logits?_?|class_?|probs?_?)?(\d+)$")
 SPLIT_ALIASES = {"val": "val", "validation": "val", "valid": "val", "dev": "val", "test": "test", "train": "train"}
 ACCEPTED_SPLITS = ", ".join(repr(v) for v in SPLIT_ALIASES)
 
@@ -108,6 +111,15 @@ def _wide_family(path: str, kinds: dict) -> LogitsLayout | None:
     return LogitsLayout(f"{prefix}*", columns, True)
 
 
+def holds_probabilities(logits_col: str | None) -> bool:
+    """Whether the logits were found in numbered columns named as probabilities (``prob_*``).
+
+    >>> holds_probabilities("prob_*"), holds_probabilities("logit_*")
+    (True, False)
+    """
+    return bool(logits_col) and logits_col.endswith("*") and logits_col[:-1] in PROBABILITY_PREFIXES
+
+
 def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude=()) -> LogitsLayout:
     """Where the logits are (see the module docstring for the order of the rules).
 
@@ -136,7 +148,7 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
     if single:
         return LogitsLayout(single[0], (single[0],), True)
     raise _fail(path, None, f"no logits found (columns: {', '.join(names)}); store them in a list column 'logits', "
-                            "in columns logit_0 .. logit_{K-1}, or one binary logit in a float column 'logit'")
+                            "in columns logit_0 .. logit_{K-1} (or class_k, or probabilities prob_k), or one binary logit in a float column 'logit'")
 
 
 def _one_column(path: str, name: str, kind: Kind) -> LogitsLayout:

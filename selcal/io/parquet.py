@@ -53,7 +53,7 @@ class ParquetSource(DumpSource):
             # No read-ahead, and column chunks read 8 MB at a time: a row group of a wide dump can
             # hold hundreds of MB, which would otherwise be decompressed whole. Page checksums,
             # where the writer stored them, are verified.
-            self.file = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23, page_checksum_verification=True)
+            self.file = self._open(path)
             schema = self.file.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
@@ -97,6 +97,11 @@ class ParquetSource(DumpSource):
                          for k, v in (schema.metadata or {}).items() if k.startswith(b"selcal.")}
         wanted = [label_col, *logits_columns, self.split_col, self.id_col, self.group_col]
         self.columns = list(dict.fromkeys(c for c in wanted if c is not None))
+
+    @staticmethod
+    def _open(path: str):
+        """The file read by batches (:class:`selcal.io.text.PolarsFile` stands in for text files)."""
+        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23, page_checksum_verification=True)
 
     def _resolve_logits(self, schema: pa.Schema, kinds: dict, logits_col: str | None):
         path = self.path

@@ -213,8 +213,10 @@ class PartsSource(DumpSource):
         """Validated batches of every part in turn (a batch never spans two parts)."""
         if batch_rows is None:
             batch_rows = max(64, (1 << 21) // max(self.num_classes, 1))
-        for part in self.parts:
+        for part in self.parts:  # what the logits hold (--input, or detected on the first part) holds for all
+            part.input_kind, part.detected_input = self.input_kind, self.detected_input
             yield from part.batches(batch_rows)
+            self.detected_input = part.detected_input
 
     def raw_batches(self, batch_rows: int):  # pragma: no cover - batches() is overridden
         raise NotImplementedError

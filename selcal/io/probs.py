@@ -1,0 +1,88 @@
+"""What the logit column holds: logits, probabilities or log-probabilities (CONVENTIONS.md, "Input").
+
+Saved probabilities (what netcal, torchmetrics and many training loops store) are detected:
+when every kept row of the first batch lies in [0, 1] and sums to 1 within
+:data:`TOLERANCE`, the file is read as probabilities and their logarithms are the logits
+(softmax(log p) = p, so every softmax-based number is that of the logits p came from). Later
+batches must then hold probabilities too (a row that does not is refused naming it). ``--input
+logits|probs|logprobs`` overrides the detection; numbered columns ``prob_k`` mean ``probs``.
+
+A probability of exactly 0 has no logarithm: it is read as :data:`LOG_ZERO`, the logarithm of
+the smallest positive float64 (its softmax share is below 1e-300 at any temperature T < 2).
+For one column (K = 1) ``probs`` means p(class 1), read as the binary logit log p - log(1 - p).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .columns import holds_probabilities
+
+INPUT_KINDS = ("logits", "probs", "logprobs")
+TOLERANCE = 1e-3
+LOG_ZERO = float(np.log(np.nextafter(0.0, 1.0)))  # -744.44
+
+
+def probability_rows(values: np.ndarray) -> np.ndarray:
+    """Which rows are probability vectors: every value in [0, 1], the sum within 1e-3 of 1.
+
+    >>> probability_rows(np.array([[0.25, 0.75], [0.5, 0.7], [-0.1, 1.1]])).tolist()
+    [True, False, False]
+    """
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return (values.min(axis=1) >= 0) & (values.max(axis=1) <= 1) & (np.abs(values.sum(axis=1) - 1) <= TOLERANCE)
+
+
+def _logprob_rows(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return probability_rows(np.exp(np.asarray(values, dtype=np.float64)))
+
+
+def _log(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        out = np.log(p)
+    out[p == 0] = LOG_ZERO
+    return out
+
+
+def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> np.ndarray:
+    """The logits of one batch of ``source`` (a :class:`~selcal.io.base.DumpSource`): ``values``
+    as they are, or log-probabilities of probabilities; the kind is ``source.input_kind``
+    (``--input``), else the one ``prob_k`` columns name, else detected on the first batch and
+    kept in ``source.detected_input``."""
+    from .base import _fail
+
+    requested = source.input_kind or ("probs" if holds_probabilities(source.logits_col) else None)
+    kind = requested or source.detected_input
+    if kind is None:
+        kind = "probs" if values.shape[1] > 1 and keep.any() and probability_rows(values[keep]).all() else "logits"
+        source.detected_input = kind
+    if kind == "logits" or values.shape[0] == 0:
+        return values
+    wide = getattr(source, "wide_columns", None)
+    column = source.logits_col if not wide else wide[0]
+    if values.shape[1] == 1:  # one column: p(class 1), or its logarithm
+        p = np.asarray(values[:, 0], dtype=np.float64)
+        p = np.exp(p) if kind == "logprobs" else p
+        bad = keep & ~((p >= 0) & (p <= 1))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise _fail(source.path, column, first_row + row, f"holds {values[row, 0]!r}, not a probability of class 1 "
+                        f"(--input {kind}); pass --input logits to read it as a logit")
+        return (_log(p) - _log(1 - p))[:, None]
+    rows = probability_rows(values) if kind == "probs" else _logprob_rows(values)
+    bad = keep & ~rows
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        what = "probabilities (each in [0, 1], summing to 1 within 1e-3)" if kind == "probs" else \
+            "log-probabilities (their exponentials summing to 1 within 1e-3)"
+        why = (f"--input {kind} was given" if source.input_kind else "columns prob_k hold probabilities"
+               if requested else "the rows before it are probabilities, so the file was read as probabilities")
+        raise _fail(source.path, column, first_row + row,
+                    f"is not a row of {what}, but {why}; fix the row, or pass --input logits")
+    if kind == "logprobs":
+        out = np.asarray(values, dtype=np.float64).copy()
+        out[np.isneginf(out)] = LOG_ZERO
+        return out
+    return _log(np.asarray(values, dtype=np.float64))
