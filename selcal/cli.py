@@ -91,10 +91,18 @@ def main(
     """selcal: selective classification and calibration metrics from saved logits."""
 
 
+_FILES_HELP = ("TEST dumps, one model each: Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, "
+               ".npz, .npy, .pt/.pth, a folder of segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or "
+               "lm-evaluation-harness samples_<task>_<date>.jsonl logs (a log, or a folder of them: a model per log).")
+_INPUT_HELP = ("What the logit columns hold: logits, probs (probabilities; their logs are the logits, and the scores "
+               "that need raw logits are not available) or logprobs. Default: probabilities are detected (every row "
+               "in [0, 1] summing to 1 within 1e-3; columns prob_k are probabilities).")
+
+
 @app.command()
 def evaluate(
     ctx: typer.Context,
-    files: List[Path] = typer.Argument(..., help="TEST dumps (Parquet or .npz), one model each.", show_default=False),
+    files: List[Path] = typer.Argument(..., help=_FILES_HELP, show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
     scores: str = typer.Option("msp,max_logit,pnorm,temp", help=_SCORES_HELP),
@@ -109,6 +117,8 @@ def evaluate(
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
+    input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help=_INPUT_HELP),
+    lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
     pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for every model."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
     seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
@@ -164,7 +174,8 @@ def evaluate(
         swept = None if sweep is None else sweep_values([str(f) for f in files], sweep)
         jobs = model_jobs([str(f) for f in files], [str(v) for v in val] if val else None, options=options,
                           label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
-                          pixels_per_image=pixels_per_image)
+                          pixels_per_image=pixels_per_image,
+                          reader_settings={"input_kind": input_kind, "lm_norm": lm_norm})
         if engine not in ("local", "ray"):
             raise SelcalError(f"--engine must be local or ray; got {engine!r}")
         with _progress_bar() as progress, _count_bar("models", enabled=len(jobs) > 1 or engine != "local") as done:

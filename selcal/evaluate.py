@@ -18,8 +18,9 @@ import numpy as np
 
 from . import calibration, diagnostics, posthoc, scores, selective
 from .errors import OptionError, SelcalError
-from .io import Dump, DumpSource, expand_binary, open_dump
 from .identity import identity_hashes
+from .io import Dump, DumpSource, expand_binary, expand_input, open_dump
+from .io import fdshifts, lmeval
 from .io.base import nothing_left_message, splitmix64
 from .io.parquet import parquet_schema_metadata
 from .io.parts import SPLIT_NAMES_KEY
@@ -1226,6 +1227,10 @@ def _model_name(path: str) -> str:
     """The file's stem; with its folder when the stem says nothing (``resnet50/test``)."""
     # A backslash separates folders only where it is the separator (Windows); on POSIX it is a
     # character of the name (``$x_y^z\\.parquet``).
+    if lmeval.is_log(path):
+        return lmeval.model_name(path)
+    if fdshifts.is_fdshifts(path):
+        return fdshifts.model_name(path)
     parts = (path.replace(os.sep, "/") if os.sep != "/" else path).rstrip("/").split("/")
     # a glob of parts (not a file whose name holds '[' or '*'): the model is their folder
     if len(parts) > 1 and set("*?[") & set(parts[-1]) and not os.path.exists(path):
@@ -1279,8 +1284,11 @@ def _streamed_job(job: ModelJob) -> ModelResult:
 
 def model_jobs(paths, val=None, *, options: Options, label_col: str | None = None, logits_col: str | None = None,
                ignore_label: int | None = None, group_col: str | None = None, stream: bool | None = None,
-               memory_budget: int = DEFAULT_MEMORY_BUDGET, pixels_per_image: int | None = None) -> list[ModelJob]:
-    """One :class:`ModelJob` per TEST path (a file, a folder of parts or a glob), names made unique."""
+               memory_budget: int = DEFAULT_MEMORY_BUDGET, pixels_per_image: int | None = None,
+               reader_settings: dict | None = None) -> list[ModelJob]:
+    """One :class:`ModelJob` per model of the TEST paths (a file, a folder of parts or a glob; a
+    folder of lm-evaluation-harness logs is a model per log: :func:`selcal.io.expand_input`),
+    names made unique. ``reader_settings`` go to the readers that declare them (``lm_norm``)."""
     paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
     vals = [] if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__") else list(val))
     if not paths:
@@ -1288,10 +1296,14 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
     if vals and len(vals) != len(paths):
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
     columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                   pixels_per_image=pixels_per_image, seed=options.seed)
-    names = _unique_names([str(p) for p in paths])
-    return [ModelJob(str(path), str(vals[i]) if vals else None, names[i], options, columns, group_col, stream,
-                     memory_budget) for i, path in enumerate(paths)]
+                   pixels_per_image=pixels_per_image, seed=options.seed, **(reader_settings or {}))
+    expanded = [(i, *model) for i, path in enumerate(paths) for model in expand_input(path)]
+    if vals and len(expanded) != len(paths):
+        raise SelcalError("--val cannot be given with a folder of lm-evaluation-harness logs or a log of several "
+                          "choice counts; their models are fitted on a hold-out of their own rows")
+    names = _unique_names([path for _, path, _, _ in expanded], [name for _, _, _, name in expanded])
+    return [ModelJob(path, str(vals[i]) if vals else None, names[j], options, {**columns, **settings}, group_col,
+                     stream, memory_budget) for j, (i, path, settings, _) in enumerate(expanded)]
 
 
 def run_jobs(jobs: Sequence[ModelJob], *, engine: str = "local",
@@ -1330,6 +1342,8 @@ def evaluate(
     ignore_label: int | None = None,
     group_col: str | None = None,
     pixels_per_image: int | None = None,
+    input_kind: str | None = None,
+    lm_norm: str | None = None,
     stream: bool | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int, int | None], None] | None = None,
@@ -1350,6 +1364,10 @@ def evaluate(
     options : :class:`Options`; or give its fields as keyword arguments.
     pixels_per_image : pixels drawn per image of a segmentation folder (default 5000; 0: every
         labelled pixel); the draw is seeded by ``options.seed``.
+    input_kind : ``--input``: ``logits``, ``probs`` or ``logprobs`` (default: probabilities are
+        detected, :mod:`selcal.io.probs`).
+    lm_norm : ``--lm-norm``: lm-evaluation-harness logs' length normalisation, ``none``,
+        ``chars`` (lm-eval's ``acc_norm``) or ``bytes`` (``acc_bytes``).
     stream : read the TEST file by row batches instead of whole. By default a file is
         streamed when its logits take more than ``memory_budget`` bytes. Either way
         the numbers are the same, bit for bit.
@@ -1379,7 +1397,7 @@ def evaluate(
     swept = None if sweep is None else sweep_values(paths, sweep)  # refused before any work
     jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
                       ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
-                      pixels_per_image=pixels_per_image)
+                      pixels_per_image=pixels_per_image, reader_settings={"input_kind": input_kind, "lm_norm": lm_norm})
     result, failures = run_jobs(jobs, engine=engine, progress=progress)
     if failures:
         raise SelcalError(failures[0].message)
@@ -1531,8 +1549,8 @@ def add_sweep(result: EvaluationResult, name: str, values: Sequence[float]) -> N
         model.extra["sweep"] = {name: value}
 
 
-def _unique_names(paths: list[str]) -> list[str]:
-    names = [_model_name(p) for p in paths]
+def _unique_names(paths: list[str], given: list | None = None) -> list[str]:
+    names = [name or _model_name(p) for p, name in zip(paths, given or [None] * len(paths))]
     if len(set(names)) == len(names):
         return names
-    return paths
+    return [p if name is None or name == _model_name(p) else f"{p} ({name})" for p, name in zip(paths, given or names)]

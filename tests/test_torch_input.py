@@ -57,6 +57,24 @@ def test_a_dict_of_tensors(dumps, data, canonical, h, dtype, suffix):
     h.assert_same_numbers(model_json(path), canonical)
 
 
+def test_a_list_of_batch_dicts_is_concatenated_in_order(dumps, data, canonical, h):
+    """``outputs.append({"logits": ..., "labels": ...})`` in a loop, then ``torch.save(outputs)``:
+    read as the rows of every batch in list order (refused before with 'no labels'); a scalar
+    per batch (the loss) is no column."""
+    torch = _torch()
+    logits, labels, split = data
+    bounds = [0, 64, 128, 200, N]  # a short last batch
+    outputs = [{"logits": torch.tensor(logits[a:b], dtype=torch.float32), "labels": torch.tensor(labels[a:b]),
+                "split": split[a:b].tolist(), "loss": torch.tensor(0.5)} for a, b in zip(bounds, bounds[1:])]
+    path = dumps.path("batches.pt")
+    torch.save(outputs, path)
+    h.assert_same_numbers(model_json(path), canonical)
+    torch.save([{"logits": torch.zeros(2, K), "labels": torch.zeros(2, dtype=torch.long)},
+                {"logits": torch.zeros(2, K + 1), "labels": torch.zeros(2, dtype=torch.long)}], path)
+    with pytest.raises(SelcalError, match=r"column 'logits': has shapes \(2, 5\), \(2, 6\)"):
+        model_json(path)
+
+
 def test_logits_alone_with_a_sibling_labels_file(dumps, data, h):
     """The layout of the noisy-calibration sources: ``test_logits.pt`` + ``test_labels.npy``."""
     torch = _torch()

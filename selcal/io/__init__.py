@@ -25,11 +25,12 @@ from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
 from .parts import PartsSource, is_glob
 from .parts import accepts as _accepts_parts
+from . import fdshifts, lmeval
 from .text import TextSource, text_format
 from .torchfile import TorchSource
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "Outputs", "SPLIT_VALUES",
-           "Reader", "READERS", "register_reader"]
+           "Reader", "READERS", "register_reader", "expand_input"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ def _open_confidences(path, *, label_col=None, logits_col=None, ignore_label=Non
 register_reader(Reader(  # no logits: a confidence, a prediction and a label per row (before npz and parquet)
     "confidence", is_confidence_file, _open_confidences,
 ))
+register_reader(Reader(  # fd-shifts raw_logits.npz / raw_output.npz (before other .npz files)
+    "fd-shifts", fdshifts.is_fdshifts,
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
+        fdshifts.FdShiftsSource(path, label_col, ignore_label, group_col, logits_col),
+))
 register_reader(Reader(
     "npz", _suffix(".npz"),
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
@@ -99,6 +105,12 @@ register_reader(Reader(
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
         TorchSource(path, label_col, ignore_label, group_col, logits_col),
 ))
+register_reader(Reader(  # lm-evaluation-harness --log_samples logs (before the other JSON Lines)
+    "lm-eval", lmeval.is_log,
+    lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None, **settings:
+        lmeval.LmEvalSource(path, label_col, ignore_label, group_col, logits_col, **settings),
+    settings=("lm_norm", "lm_choices"),
+))
 register_reader(Reader(  # CSV, TSV and JSON Lines, read with polars by row batches
     "text", lambda path: text_format(path) is not None and os.path.isfile(path),
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
@@ -110,6 +122,30 @@ register_reader(Reader(  # the default: any other file is tried as Parquet
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
         ParquetSource(path, label_col, logits_col, ignore_label, group_col),
 ))
+
+
+def expand_input(path) -> list[tuple[str, dict, str | None]]:
+    """The models one TEST path stands for, as (path, reader settings, model name or None): the
+    path itself; for lm-evaluation-harness sample logs (a log, or a folder holding logs) one model
+    per log, named ``<model folder>/<task>``, and per choice count when its questions have
+    different numbers of choices (``<model folder>/<task> (K choices)``)."""
+    path = str(path)
+    if lmeval.is_log(path):
+        logs = [path]
+    elif os.path.isdir(path) and not _accepts_parts(path) and not is_segmentation_folder(path):
+        logs = lmeval.find_logs(path)
+    else:
+        logs = []
+    if not logs:
+        return [(path, {}, None)]
+    out = []
+    for log in logs:
+        counts, name = lmeval.choice_counts(log), lmeval.model_name(log)
+        if len(counts) == 1:
+            out.append((log, {}, name))
+        else:
+            out += [(log, {"lm_choices": k}, f"{name} ({k} choices)") for k in counts]
+    return out
 
 
 def read_dump(
@@ -162,5 +198,6 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
     source = reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
                          group_col=group_col, **own)
-    source.input_kind = input_kind
+    if input_kind is not None:  # else the reader's own (fd-shifts raw_output.npz: probs), or detected
+        source.input_kind = input_kind
     return source

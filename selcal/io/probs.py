@@ -23,15 +23,23 @@ TOLERANCE = 1e-3
 LOG_ZERO = float(np.log(np.nextafter(0.0, 1.0)))  # -744.44
 
 
+def tolerance(values: np.ndarray) -> float:
+    """How far from 1 a row of probabilities may sum: 1e-3, or K times half the float type's
+    epsilon when that is more (float16 softmax of many classes)."""
+    dtype = values.dtype if np.issubdtype(values.dtype, np.floating) else np.float64
+    return max(TOLERANCE, values.shape[1] * float(np.finfo(dtype).eps) / 2)
+
+
 def probability_rows(values: np.ndarray) -> np.ndarray:
-    """Which rows are probability vectors: every value in [0, 1], the sum within 1e-3 of 1.
+    """Which rows are probability vectors: every value in [0, 1], the sum within :func:`tolerance` of 1.
 
     >>> probability_rows(np.array([[0.25, 0.75], [0.5, 0.7], [-0.1, 1.1]])).tolist()
     [True, False, False]
     """
+    tol = tolerance(np.asarray(values))
     values = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        return (values.min(axis=1) >= 0) & (values.max(axis=1) <= 1) & (np.abs(values.sum(axis=1) - 1) <= TOLERANCE)
+        return (values.min(axis=1) >= 0) & (values.max(axis=1) <= 1) & (np.abs(values.sum(axis=1) - 1) <= tol)
 
 
 def _logprob_rows(values: np.ndarray) -> np.ndarray:
@@ -57,7 +65,7 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
     kind = requested or source.detected_input
     if kind is None:
         kind = "probs" if values.shape[1] > 1 and keep.any() and probability_rows(values[keep]).all() else "logits"
-        source.detected_input = kind
+    source.detected_input = kind
     if kind == "logits" or values.shape[0] == 0:
         return values
     wide = getattr(source, "wide_columns", None)
@@ -77,7 +85,8 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
         row = int(np.flatnonzero(bad)[0])
         what = "probabilities (each in [0, 1], summing to 1 within 1e-3)" if kind == "probs" else \
             "log-probabilities (their exponentials summing to 1 within 1e-3)"
-        why = (f"--input {kind} was given" if source.input_kind else "columns prob_k hold probabilities"
+        why = (getattr(source, "input_reason", None) or f"--input {kind} was given" if source.input_kind
+               else "columns prob_k hold probabilities"
                if requested else "the rows before it are probabilities, so the file was read as probabilities")
         raise _fail(source.path, column, first_row + row,
                     f"is not a row of {what}, but {why}; fix the row, or pass --input logits")

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from .base import Line, _fail, _short
-from .columns import _WIDE
+from .columns import _WIDE, LABEL_NAMES
 from .parquet import ParquetSource
 
 SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -37,7 +37,8 @@ class PolarsFile:
     ``metadata``, ``read``, ``iter_batches``), answered by a polars scan of a text file.
 
     Whole numbers in logit columns (``2`` in a CSV, ``[1, 2]`` in JSON Lines) are read as
-    float64, as the file means them.
+    float64, as the file means them; so are numbered and label columns whose values are
+    not all numbers, so that the first bad value is named with its line.
     """
 
     def __init__(self, path: str, fmt: str):
@@ -45,8 +46,9 @@ class PolarsFile:
         self.offset = 2 if fmt in ("csv", "tsv") else 1
         schema = self._guard(lambda: self._scan().collect_schema())
         overrides = {}
-        for name, dtype in schema.items():
-            if _WIDE.match(name) and dtype in _INTEGERS:
+        for name, dtype in schema.items():  # a number column with a bad value (inferred as text): its line is named
+            if (_WIDE.match(name) and (dtype in _INTEGERS or dtype == pl.String)) or (
+                    name in LABEL_NAMES and dtype == pl.String):
                 overrides[name] = pl.Float64
             elif isinstance(dtype, pl.List) and dtype.inner in _INTEGERS:
                 overrides[name] = pl.List(pl.Float64)
