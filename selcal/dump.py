@@ -47,7 +47,8 @@ __all__ = [
 
 #: The extensions torchvision's ImageFolder accepts (compared case-insensitively); other files are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-INSTALL_HINT = "pip install 'selcal[timm]'"
+#: What to install, in words that work from a clone of selcal (no registry serves 'selcal[timm]').
+INSTALL_HINT = "pip install torch torchvision timm (or, in a clone of selcal, pip install -e '.[timm]')"
 DTYPES = {"float32": (np.float32, pa.float32()), "float16": (np.float16, pa.float16())}
 #: The settings that decide what a dump holds: a complete output with other values is not reused.
 IDENTITY_KEYS = (

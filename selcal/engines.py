@@ -67,8 +67,8 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise SelcalError("--engine ray needs Ray: pip install '.[ray]' (or pip install ray) in selcal's "
-                          "environment, on every node of the cluster") from None
+        raise SelcalError("--engine ray needs Ray: pip install ray (or, in a clone of selcal, pip install -e "
+                          "'.[ray]') in selcal's environment, on every node of the cluster") from None
     return ray
 
 

@@ -114,7 +114,8 @@ def test_without_the_extra_dump_says_how_to_install(tmp_path):
     assert proc.returncode == 2, proc
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("selcal: error: selcal dump needs torch, torchvision and timm")
-    assert "pip install 'selcal[timm]'" in lines[0]
+    assert "pip install torch torchvision timm (or, in a clone of selcal, pip install -e '.[timm]')" in lines[0]
+    assert "selcal[timm]" not in lines[0]  # no registry serves selcal: the hint must work from a clone
     assert not out.exists()
 
 

@@ -32,7 +32,7 @@ def test_without_ray_the_engine_says_how_to_install(tmp_path, monkeypatch):
     result = run_cli("evaluate", ROOT / "sample_logits" / f"{SAMPLES[0]}.parquet", "--engine", "ray")
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and "needs Ray" in lines[0] and "pip install '.[ray]'" in lines[0], result.stderr
+    assert len(lines) == 1 and "needs Ray" in lines[0] and "pip install ray (or, in a clone of selcal, pip install -e '.[ray]')" in lines[0], result.stderr
 
 
 def test_an_unknown_engine_is_one_line():
