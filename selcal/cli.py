@@ -91,9 +91,10 @@ def main(
     """selcal: selective classification and calibration metrics from saved logits."""
 
 
-_FILES_HELP = ("TEST dumps, one model each: Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, "
-               ".npz, .npy, .pt/.pth, a folder of segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or "
-               "lm-evaluation-harness samples_<task>_<date>.jsonl logs (a log, or a folder of them: a model per log).")
+_FORMATS = ("Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, .npz, .npy, .pt/.pth, a folder of "
+            "segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or lm-evaluation-harness "
+            "samples_<task>_<date>.jsonl logs")
+_FILES_HELP = f"TEST dumps, one model each: {_FORMATS} (a folder of logs: a model per log)."
 _INPUT_HELP = ("What the logit columns hold: logits, probs (probabilities; their logs are the logits, and the scores "
                "that need raw logits are not available) or logprobs. Default: probabilities are detected (every row "
                "in [0, 1] summing to 1 within 1e-3; columns prob_k are probabilities).")
@@ -230,8 +231,12 @@ def evaluate(
     from .io.segmentation import is_segmentation_folder
 
     segmentation = any(is_segmentation_folder(str(f)) for f in files)
+    from .io import expand_input
+
+    lm_logs = any(settings or name for f in files for _, settings, name in expand_input(str(f)))
     _note_ignored(ctx, [
         ("pixels_per_image", "--pixels-per-image", segmentation, "no segmentation folder among the TEST inputs"),
+        ("lm_norm", "--lm-norm", lm_logs, "no lm-evaluation-harness log among the TEST inputs"),
         ("rank_maps", "--rank-maps", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
         ("rank_maps_of", "--rank-maps-of", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
         ("errors_top", "--errors-top", errors_csv or report_path, "it needs --errors-csv or --report"),
@@ -241,8 +246,8 @@ def evaluate(
         ("plot_format", "--plot-format", plots_dir, "it needs --plots"),
         ("bootstrap_refit", "--bootstrap-refit", bootstrap, "it needs --bootstrap B"),
         ("confidence", "--confidence", bootstrap, "it needs --bootstrap B"),
-        ("sort_by", "--sort-by", len(files) > 1, "one TEST file: no leaderboard to sort"),
-        ("details", "--details", len(files) > 1, "one TEST file: its table is shown anyway"),
+        ("sort_by", "--sort-by", len(result.models) > 1, "one TEST file: no leaderboard to sort"),
+        ("details", "--details", len(result.models) > 1, "one TEST file: its table is shown anyway"),
         ("p_grid", "--p-grid", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
         ("center", "--center/--no-center", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
         ("pnorm_objective", "--pnorm-objective", "pnorm" in fitted, "pnorm is not in --scores"),
@@ -550,7 +555,7 @@ def check(
 @app.command()
 def compare(
     ctx: typer.Context,
-    file_a: Path = typer.Argument(..., metavar="A", help="Dump of the reference model.", show_default=False),
+    file_a: Path = typer.Argument(..., metavar="A", help=f"Dump of the reference model: {_FORMATS}.", show_default=False),
     file_b: Path = typer.Argument(..., metavar="B", help="Dump of the model to judge, on the same rows.", show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
     bootstrap: int = typer.Option(1000, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
@@ -640,7 +645,7 @@ def pixels(
 
 @app.command()
 def ensemble(
-    members: List[Path] = typer.Argument(..., metavar="M1 M2 ...", help="Dumps of the same rows, one per member (two or more).", show_default=False),
+    members: List[Path] = typer.Argument(..., metavar="M1 M2 ...", help=f"Dumps of the same rows, one per member (two or more): {_FORMATS}.", show_default=False),
     out: Path = typer.Option(..., "--out", metavar="ENS.parquet", help="The ensemble dump to write.", show_default=False),
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),

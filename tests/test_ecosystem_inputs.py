@@ -388,3 +388,28 @@ def test_fd_shifts_raw_logits_with_its_datasets_as_groups(dumps, resnet20, h):
     softmax_file.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(softmax_file, np.column_stack([softmax(logits), labels, dataset]).astype(np.float16))
     assert read_dump(softmax_file).input == "probs"
+
+
+# ------------------------------------------------------------- what the user reads
+def test_help_names_every_format(cli):
+    for command in ("evaluate", "compare", "ensemble"):
+        text = " ".join(cli(command, "--help", terminal_width=400).output.split())
+        for name in ("Parquet", "CSV", "TSV", "JSON Lines", ".npz", ".npy", ".pt", "fd-shifts", "raw_logits.npz",
+                     "lm-evaluation-harness", "samples_<task>_<date>.jsonl"):
+            assert name in text, (command, name)
+
+
+def test_readme_examples_use_files_of_the_repository():
+    """No example depends on a folder outside the clone (../shared was the team's data)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "../shared" not in text and "/work/shared" not in text
+    for path in ("sample_logits/hollance_timm_resnet34.npz", "sample_logits/lm_eval/synthetic__llm-large/"
+                 "samples_mmlu_synth_2026-11-25T14-00-00.000000.jsonl"):
+        assert path in text and (ROOT / path).exists()
+
+
+def test_lm_norm_without_a_log_is_named_as_ignored(dumps, cli):
+    logits, labels = np.array([[1.0, 0.0], [0.0, 2.0]] * 20), np.array([0, 1] * 20)
+    out = cli("evaluate", str(dumps.parquet("m.parquet", logits, labels)), "--scores", "msp", "--lm-norm", "chars")
+    assert out.exit_code == 0
+    assert "--lm-norm (no lm-evaluation-harness log among the TEST inputs)" in out.stderr
