@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .base import SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
+from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
@@ -30,7 +30,7 @@ from .text import TextSource, text_format
 from .torchfile import TorchSource
 
 __all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "Outputs", "SPLIT_VALUES",
-           "Reader", "READERS", "register_reader", "expand_input"]
+           "Reader", "READERS", "register_reader", "expand_input", "OOD_LABEL"]
 
 
 @dataclass(frozen=True)
@@ -175,15 +175,20 @@ def read_dump(
 
 
 def open_dump(path, *, label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
-              group_col: str | None = None, input_kind: str | None = None, **settings) -> "DumpSource":
+              group_col: str | None = None, input_kind: str | None = None, ood_label: int | None = None,
+              **settings) -> "DumpSource":
     """Open a dump for reading in row batches (the schema is checked now, the rows as they come).
 
     ``input_kind`` (``--input``): ``logits``, ``probs`` or ``logprobs``; None detects
-    probabilities (:mod:`selcal.io.probs`). ``settings`` go to the readers that declare them
+    probabilities (:mod:`selcal.io.probs`). ``ood_label`` (``--ood-label``): rows with this
+    label belong to no class; they are read with the label :data:`~selcal.io.base.OOD_LABEL`. ``settings`` go to the readers that declare them
     (e.g. ``pixels_per_image`` and ``seed`` to segmentation folders) and are ignored by the others.
     """
     if input_kind is not None and input_kind not in INPUT_KINDS:
         raise SelcalError(f"--input must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")
+    if ood_label is not None and ood_label == ignore_label:
+        raise SelcalError(f"--ood-label and --ignore-label are both {ood_label}: a row is either dropped or counted "
+                          "as an error of no class; give two values")
     path = str(path)
     if not os.path.exists(path) and not is_glob(path):
         raise _fail(path, None, None, "no such file; check the path")
@@ -200,4 +205,5 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
                          group_col=group_col, **own)
     if input_kind is not None:  # else the reader's own (fd-shifts raw_output.npz: probs), or detected
         source.input_kind = input_kind
+    source.ood_label = ood_label
     return source

@@ -15,6 +15,9 @@ from ..errors import SelcalError
 from .columns import canonical_splits, unknown_split_message
 
 SPLIT_VALUES = ("val", "test")
+#: The label of a row of no class after reading (``--ood-label V``: rows labelled V): every
+#: prediction of it is an error (CONVENTIONS.md, "Input"); no class index is negative.
+OOD_LABEL = -1
 _CHECK_ROWS = 1 << 16
 
 
@@ -123,6 +126,7 @@ class DumpSource:
     label_col: str
     logits_col: str
     input_kind: str | None = None  # --input: logits, probs or logprobs; None: detected (selcal.io.probs)
+    ood_label: int | None = None  # --ood-label: rows with this label belong to no class (read as OOD_LABEL)
     detected_input: str | None = None  # what the first batch was found to hold
 
     def raw_batches(self, batch_rows: int):  # pragma: no cover - abstract
@@ -235,14 +239,19 @@ class DumpSource:
                 n_train = int(np.count_nonzero(train & keep))
                 keep &= ~train
         n_classes = max(logits.shape[1], 2)
+        ood = keep & (labels == self.ood_label) if self.ood_label is not None else None
         out_of_range = keep & ((labels < 0) | (labels >= n_classes))
+        if ood is not None and ood.any():  # rows of no class (--ood-label): read as OOD_LABEL
+            out_of_range &= ~ood
+            labels = np.where(ood, OOD_LABEL, labels)
         if out_of_range.any():
             row = int(np.flatnonzero(out_of_range)[0])
-            kept = labels[keep]
+            kept = labels[keep if ood is None else keep & ~ood]
             if labels[row] == n_classes and kept.min() >= 1 and kept.max() == n_classes:
                 hint = f"; the labels look 1-based (1 .. {n_classes}): subtract 1 from every label"
             else:
-                hint = " (use --ignore-label for a void label)" if labels[row] >= n_classes else ""
+                hint = (" (use --ignore-label for a void label, --ood-label for rows of no class)"
+                        if labels[row] >= n_classes or labels[row] < 0 else "")
             raise _fail(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
         logits = as_logits(self, logits, keep, first_row)
