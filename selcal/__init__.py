@@ -11,9 +11,11 @@ defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` comman
 __version__ = "0.1.0"
 
 from .errors import SelcalError  # noqa: E402
-from .evaluate import Options, evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
+from .evaluate import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
 from .io import read_dump  # noqa: E402
+from .options import Options  # noqa: E402
 from .report import EvaluationResult, ModelResult  # noqa: E402
+from .scores import register_score  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -25,4 +27,5 @@ __all__ = [
     "read_dump",
     "EvaluationResult",
     "ModelResult",
+    "register_score",
 ]

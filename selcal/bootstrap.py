@@ -60,6 +60,7 @@ from scipy.special import digamma
 from . import calibration
 from .errors import OptionError, SelcalError
 from .report import EvaluationResult, ModelResult, to_jsonable
+from .scores import REGISTRY, fitted as fitted_scores
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -95,22 +96,26 @@ class RowData:
     ----------
     correct : bool (N,)
     scores : score name -> confidence values (N,), higher = more confident.
-    log_confidence : score name -> log of the top-label probability (N,), for the scores
-        that have calibration metrics (``msp``, ``temp``).
+    confidence : score name -> top-label probability (N,), for the scores that have
+        calibration metrics (those with probabilities in the registry).
     row_means : metric -> per-row values whose mean is the metric, either at model level
         (``"nll"``) or for a score (``"temp.nll"``).
-    risks, coverages, estimator, bins : as in :class:`selcal.evaluate.Options`.
+    correct_of : score name -> its own correctness (N,), for a score whose probabilities
+        have their own argmax (its errors are its own).
+    risks, coverages, estimator, bins, aece_estimator : as in :class:`selcal.options.Options`.
     """
 
     correct: np.ndarray
     scores: dict[str, np.ndarray]
-    log_confidence: dict[str, np.ndarray] = field(default_factory=dict)
+    confidence: dict[str, np.ndarray] = field(default_factory=dict)
     row_means: dict[str, np.ndarray] = field(default_factory=dict)
     risks: tuple[float, ...] = (0.01, 0.05, 0.1)
     coverages: tuple[float, ...] = (0.5, 0.8, 0.9)
     estimator: str = "mean"
     bins: int = calibration.DEFAULT_BINS
     clusters: np.ndarray | None = None  # per row: its cluster (image); resamples then draw whole clusters
+    correct_of: dict[str, np.ndarray] = field(default_factory=dict)
+    aece_estimator: str = "equal-mass"
 
     @property
     def n(self) -> int:
@@ -125,30 +130,35 @@ class RowData:
         rows = model.rows
         if rows is None or not model.score_values:
             raise SelcalError(f"{model.name}: the result holds no per-row values to resample; evaluate it again")
-        # (a probability column of the file, --score-col, is no log: its ECE gets no interval)
-        log_confidence = {name: model.score_values[name] for name in model.scores
-                          if "ece" in model.scores[name] and name in model.score_values
-                          and "column" not in model.scores[name]}
+        # (a probability column of the file, --score-col, keeps no confidence: its ECE gets no interval)
+        confidence = {name: model.confidences[name] for name in model.scores if name in model.confidences}
+        correct_of = {name: np.asarray(model.score_correct[name], dtype=bool)
+                      for name in model.scores if name in model.score_correct}
         row_means = {k: v for k, v in (("nll", rows.nll), ("brier", rows.brier)) if v is not None}  # none: no logits
-        if "temp" in model.scores and rows.temp_nll is not None:
-            row_means.update({"temp.nll": rows.temp_nll, "temp.brier": rows.temp_brier})
+        for name in model.scores:
+            score_rows = (rows.scores or {}).get(name)
+            if name in correct_of:
+                row_means[f"{name}.accuracy"] = correct_of[name]
+            for key in ("nll", "brier"):
+                if score_rows is not None and getattr(score_rows, key) is not None:
+                    row_means[f"{name}.{key}"] = getattr(score_rows, key)
         return cls(
             correct=np.asarray(rows.correct, dtype=bool),
             scores={name: np.asarray(model.score_values[name], dtype=np.float64)
                     for name in model.scores if name in model.score_values},
-            log_confidence=log_confidence, row_means=row_means,
+            confidence=confidence, row_means=row_means, correct_of=correct_of,
             risks=tuple(options.risks), coverages=tuple(options.coverages),
-            estimator=options.aurc_estimator, bins=options.bins,
+            estimator=options.aurc_estimator, bins=options.bins, aece_estimator=options.aece_estimator,
             clusters=None if getattr(model, "clusters", None) is None else np.asarray(model.clusters),
         )
 
     def take(self, rows: np.ndarray) -> "RowData":
         """The same data restricted to (or reordered by) the index array ``rows``."""
-        return RowData(
-            correct=self.correct[rows], scores={k: v[rows] for k, v in self.scores.items()},
-            log_confidence={k: v[rows] for k, v in self.log_confidence.items()},
+        return replace(
+            self, correct=self.correct[rows], scores={k: v[rows] for k, v in self.scores.items()},
+            confidence={k: v[rows] for k, v in self.confidence.items()},
             row_means={k: v[rows] for k, v in self.row_means.items()},
-            risks=self.risks, coverages=self.coverages, estimator=self.estimator, bins=self.bins,
+            correct_of={k: v[rows] for k, v in self.correct_of.items()},
             clusters=None if self.clusters is None else self.clusters[rows],
         )
 
@@ -243,8 +253,7 @@ class _Binning:
     group_ends: np.ndarray  # exclusive ends of the equal-mass groups (in resampled positions)
 
 
-def _binning(log_confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> _Binning:
-    confidence = np.exp(log_confidence)
+def _binning(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> _Binning:
     n = confidence.size
     order = np.argsort(confidence, kind="stable")
     sorted_confidence = confidence[order]
@@ -287,9 +296,9 @@ class _Prepared:
             raise SelcalError("no evaluation rows to resample")
         self.data = data
         names = tuple(data.scores) if scores is None else scores
-        self.rankings = {s: _ranking(data.scores[s], data.correct) for s in names}
-        self.binnings = {s: _binning(data.log_confidence[s], data.correct, data.bins)
-                         for s in names if s in data.log_confidence}
+        self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct)) for s in names}
+        self.binnings = {s: _binning(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
+                         for s in names if s in data.confidence}
         means = {k: v for k, v in data.row_means.items()
                  if (model_level and "." not in k) or k.split(".", 1)[0] in names}
         self.mean_names = list(means)
@@ -417,7 +426,33 @@ class _Prepared:
         group_hits = np.diff(hits_at, axis=1, prepend=0.0)
         group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
         aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
+        if self.data.aece_estimator == "mbls":
+            aece = self._mbls_aece(binning, n, weight, confidence, hits)
         return {"ece": ece, "aece": aece, "mce": mce}
+
+    def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:
+        """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
+        :func:`selcal.calibration.mbls_adaptive_calibration_error` on the repeated rows).
+
+        The edges interpolate the resample's sorted confidences at positions j n / B: the
+        resampled row at position r is the original sorted position whose cumulative weight
+        passes r. Bins are (edge_b, edge_b+1], contiguous ranges of the original order.
+        """
+        b, n_bins = n.size, self.data.bins
+        rows = np.arange(b)[:, None]
+        sorted_confidence = binning.sorted_confidence
+        t = np.arange(n_bins + 1)[None, :] * (n[:, None] / n_bins)  # np.linspace(0, n, B + 1)
+        t[:, -1] = n
+        at = np.minimum(np.floor(t), n[:, None] - 1).astype(np.int64)
+        after = np.minimum(at + 1, n[:, None] - 1)
+        position = np.stack([np.searchsorted(weight[i], at[i], side="right") - 1 for i in range(b)])
+        next_position = np.stack([np.searchsorted(weight[i], after[i], side="right") - 1 for i in range(b)])
+        low, high = sorted_confidence[position], sorted_confidence[next_position]
+        edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
+        ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
+        bin_hits = np.diff(hits[rows, binning.correct_before[ends]], axis=1)
+        bin_confidence = np.diff(confidence[rows, ends], axis=1)
+        return np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
 
 
 def _equal_mass_ends(n: np.ndarray, n_bins: int) -> np.ndarray:
@@ -558,10 +593,11 @@ def check_arguments(resamples: int, confidence: float) -> None:
 
 # --------------------------------------------------------------------------- refit
 def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: np.ndarray,
-                  scores: tuple[str, ...] = ("pnorm", "temp"),
+                  scores: tuple[str, ...] | None = None,
                   progress: Callable[[int], None] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Metrics of the fitted scores when T and p are refitted on every resample.
 
+    ``scores``: the fitted scores to refit (default: every fitted score of ``options``).
     Resample i is literally :func:`selcal.evaluate.measure_arrays` fitted on the validation rows
     ``val_draws[i]`` and measured on the evaluation rows ``eval_draws[i]`` (one full
     evaluation per resample: slow, but the same code as the point estimate). Also returns
@@ -569,7 +605,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     """
     from .evaluate import measure_arrays
 
-    wanted = tuple(s for s in scores if s in options.scores and s in _FITTED)
+    wanted = tuple(s for s in fitted_scores(options.scores if scores is None else scores) if s in options.scores)
     fit_options = replace(options, scores=wanted)
     labels = np.asarray(refit.labels, dtype=np.int64)
     val_labels = np.asarray(refit.val_labels, dtype=np.int64)
@@ -586,12 +622,11 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     return _stack(blocks)
 
 
-_FITTED = ("pnorm", "temp")
-
-
 def _interval_keys(name: str, metrics: dict[str, Any]) -> list[str]:
-    """The keys of a score's metrics that get an interval (with refitting: and the temperature)."""
-    fixed = {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll", "brier", "temperature"}
+    """The keys of a score's metrics that get an interval when it is refitted (and the fitted
+    values its registry entry names, e.g. the temperature)."""
+    fixed = {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll", "brier", "accuracy",
+             *REGISTRY[name].interval_keys}
     return [k for k in metrics if k in fixed or k.startswith(("cov@", "risk@"))]
 
 
@@ -604,7 +639,7 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     after each refitted resample)."""
     if data.clusters is not None:
         return _cluster_metrics(data, resamples, seed, refit, options)
-    fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
+    fitted = fitted_scores(data.scores) if refit is not None else ()
     order = canonical_order(data)
     prepared = _Prepared(data.take(order), tuple(s for s in data.scores if s not in fitted))
     val_rng = np.random.default_rng([seed, 1])
@@ -660,7 +695,7 @@ def draw_cluster_counts(clusters: np.ndarray, resamples: int, seed: int, bins: i
 
 def _cluster_metrics(data: RowData, resamples: int, seed: int, refit, options=None) -> dict[str, dict[str, np.ndarray]]:
     """:func:`_all_metrics` for clustered rows (pixels of images): whole images are resampled."""
-    fitted = tuple(s for s in _FITTED if s in data.scores) if refit is not None else ()
+    fitted = fitted_scores(data.scores) if refit is not None else ()
     if fitted and (refit.clusters is None or refit.val_clusters is None):
         raise SelcalError("--bootstrap-refit on pixel rows needs the images of the validation pixels")
     order = canonical_order(data)
@@ -696,8 +731,9 @@ def canonical_order(*datas: RowData) -> np.ndarray:
     for data in datas:
         keys.append(data.correct)
         keys += [data.scores[k] for k in sorted(data.scores)]
-        keys += [data.log_confidence[k] for k in sorted(data.log_confidence)]
+        keys += [data.confidence[k] for k in sorted(data.confidence)]
         keys += [data.row_means[k] for k in sorted(data.row_means)]
+        keys += [data.correct_of[k] for k in sorted(data.correct_of)]
     return np.lexsort(keys[::-1])
 
 
@@ -773,8 +809,6 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
         if getattr(model, "clusters", None) is not None:  # pixel rows: whole images were resampled
             model.extra["ci_resampled"] = "images"
         for name, metrics in intervals.items():
-            if getattr(result.options, "aece_estimator", "equal-mass") != "equal-mass":
-                metrics.pop("aece", None)  # the resampled AECE is the equal-mass one: no interval
             model.scores[name]["ci"] = metrics
     values = {f.name: getattr(result, f.name) for f in fields(result) if f.init}
     values.pop("bootstrap", None)

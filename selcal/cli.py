@@ -13,6 +13,10 @@ import typer
 from . import __version__
 from .errors import OptionError, SelcalError
 from .escape import printable
+from .options import DEFAULTS
+from .scores import REGISTRY, load_entry_points
+
+load_entry_points()  # scores that installed packages declare (entry point group selcal.scores)
 
 app = typer.Typer(
     add_completion=False,
@@ -26,8 +30,15 @@ app = typer.Typer(
 )
 
 
-_SCORES_HELP = ("Scores to evaluate, comma-separated, or 'all': msp, max_logit, pnorm, temp, energy, entropy, "
-                "margin, logit_margin, gini, pnorm_softmax.")
+_SCORES_HELP = f"Scores to evaluate, comma-separated, or 'all': {', '.join(REGISTRY)}."
+
+
+def _text(values) -> str:
+    """A default of Options as the command line writes it: ``0.01,0.05,0.1``, ``1-10``."""
+    values = list(values)
+    if len(values) > 2 and all(isinstance(v, int) for v in values) and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 _NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 
 
@@ -106,14 +117,14 @@ def evaluate(
     files: List[Path] = typer.Argument(..., help=_FILES_HELP, show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
-    scores: str = typer.Option("msp,max_logit,pnorm,temp", help=_SCORES_HELP),
-    bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
-    risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
-    coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
-    aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    scores: str = typer.Option(_text(DEFAULTS.scores), help=_SCORES_HELP),
+    bins: int = typer.Option(DEFAULTS.bins, help="Bins of every binned calibration metric."),
+    risks: str = typer.Option(_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
+    coverages: str = typer.Option(_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
+    aurc_estimator: str = typer.Option(DEFAULTS.aurc_estimator, help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
     score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
     uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
-    aece_estimator: str = typer.Option("equal-mass", help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
+    aece_estimator: str = typer.Option(DEFAULTS.aece_estimator, help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
@@ -121,21 +132,21 @@ def evaluate(
     input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help=_INPUT_HELP),
     lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
     pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for every model."),
-    val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
-    seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
-    center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
-    p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
-    pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
-    temp_objective: str = typer.Option("nll", help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
+    val_fraction: float = typer.Option(DEFAULTS.val_fraction, help="Hold-out fraction when there is no --val and no split column."),
+    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
+    center: bool = typer.Option(DEFAULTS.center, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
+    p_grid: str = typer.Option(_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    pnorm_objective: str = typer.Option(DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
+    temp_objective: str = typer.Option(DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
-    bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit T and p on every resample (slow)."),
+    bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit every fitted score (T, p, ...) on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
     sort_by: str = typer.Option("aurc_best_posthoc", "--sort-by", help="Leaderboard column to sort by (several models), best first."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write the leaderboard (one row per model) as CSV to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the leaderboard as a Markdown table to PATH; '-' for stdout."),
     sweep: Optional[str] = typer.Option(None, "--sweep", metavar="NAME", help="A hyperparameter that differs between the models (Parquet metadata key NAME, else NAME=VALUE or NAME_VALUE in the file name): a leaderboard column NAME and a figure sweep_NAME of the headline metrics against it."),
     errors_csv: Optional[str] = typer.Option(None, "--errors-csv", metavar="PATH", help="Write the most confident errors of every score and model as CSV to PATH; '-' for stdout."),
-    errors_top: int = typer.Option(20, "--errors-top", metavar="N", help="How many of the most confident errors per score and model (--errors-csv, --report)."),
+    errors_top: int = typer.Option(DEFAULTS.errors_top, "--errors-top", metavar="N", help="How many of the most confident errors per score and model (--errors-csv, --report)."),
     details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
@@ -227,7 +238,6 @@ def evaluate(
     if not quiet:
         for note in figure_notes:
             _say(f"selcal: {note}")
-    fitted = set(options.scores)
     from .io.segmentation import is_segmentation_folder
 
     segmentation = any(is_segmentation_folder(str(f)) for f in files)
@@ -248,14 +258,26 @@ def evaluate(
         ("confidence", "--confidence", bootstrap, "it needs --bootstrap B"),
         ("sort_by", "--sort-by", len(result.models) > 1, "one TEST file: no leaderboard to sort"),
         ("details", "--details", len(result.models) > 1, "one TEST file: its table is shown anyway"),
-        ("p_grid", "--p-grid", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
-        ("center", "--center/--no-center", fitted & {"pnorm", "pnorm_softmax"}, "no pnorm score in --scores"),
-        ("pnorm_objective", "--pnorm-objective", "pnorm" in fitted, "pnorm is not in --scores"),
-        ("temp_objective", "--temp-objective", "temp" in fitted, "temp is not in --scores"),
+        *_score_option_rules(options.scores),
         ("val_fraction", "--val-fraction", any(m.split == "holdout" for m in result.models),
          "no random hold-out: the validation rows come from --val or a split column, or no score is fitted"),
     ])
     show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
+
+
+def _score_option_rules(chosen) -> list[tuple]:
+    """(parameter, flag, has an effect, why not) of every option that only some scores read
+    (their registry entries' ``options``): it has an effect when a chosen score reads it."""
+    readers: dict[str, list[str]] = {}
+    for name, entry in REGISTRY.items():
+        for option in entry.options:
+            readers.setdefault(option, []).append(name)
+    rules = []
+    for option, names in readers.items():
+        flag = "--center/--no-center" if option == "center" else "--" + option.replace("_", "-")
+        why = f"{names[0]} is not in --scores" if len(names) == 1 else f"none of {', '.join(names)} is in --scores"
+        rules.append((option, flag, any(n in chosen for n in names), why))
+    return rules
 
 
 def _note_ignored(ctx: typer.Context, rules) -> None:
@@ -560,23 +582,23 @@ def compare(
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
     bootstrap: int = typer.Option(1000, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals."),
-    seed: int = typer.Option(0, help="Seed of the random hold-out and of the bootstrap."),
+    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
-    scores: str = typer.Option("msp,max_logit,pnorm,temp", help=_SCORES_HELP),
-    bins: int = typer.Option(15, help="Bins of every binned calibration metric."),
-    risks: str = typer.Option("0.01,0.05,0.1", help="Risk targets r of cov@r (fractions)."),
-    coverages: str = typer.Option("0.5,0.8,0.9", help="Coverages c of risk@c (fractions)."),
-    aurc_estimator: str = typer.Option("mean", help="AURC estimator: mean or trapz."),
+    scores: str = typer.Option(_text(DEFAULTS.scores), help=_SCORES_HELP),
+    bins: int = typer.Option(DEFAULTS.bins, help="Bins of every binned calibration metric."),
+    risks: str = typer.Option(_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
+    coverages: str = typer.Option(_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
+    aurc_estimator: str = typer.Option(DEFAULTS.aurc_estimator, help="AURC estimator: mean or trapz."),
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
     pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for both models."),
-    val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
-    center: bool = typer.Option(True, "--center/--no-center", help="Centre logits before the p-norm."),
-    p_grid: str = typer.Option("1-10", help="Values of p to search, e.g. 1-10 or 1,2,4."),
-    pnorm_objective: str = typer.Option("aurc", help="Validation objective of the p search: aurc or augrc."),
-    temp_objective: str = typer.Option("nll", help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
+    val_fraction: float = typer.Option(DEFAULTS.val_fraction, help="Hold-out fraction when there is no --val and no split column."),
+    center: bool = typer.Option(DEFAULTS.center, "--center/--no-center", help="Centre logits before the p-norm."),
+    p_grid: str = typer.Option(_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    pnorm_objective: str = typer.Option(DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
+    temp_objective: str = typer.Option(DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),

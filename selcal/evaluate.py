@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from . import calibration, diagnostics, posthoc, scores, selective
+from . import calibration, diagnostics, scores, selective
+from .scores import REGISTRY, fits as posthoc
+from .scores.functions import ChunkTerms
 from .errors import OptionError, SelcalError
 from .identity import identity_hashes
 from .io import Dump, DumpSource, expand_binary, expand_input, open_dump
@@ -25,188 +27,15 @@ from .io.base import nothing_left_message, splitmix64
 from .io.parquet import parquet_schema_metadata
 from .io.parts import SPLIT_NAMES_KEY
 from .io.text import SUFFIXES as TEXT_SUFFIXES
+from .options import DEFAULT_COVERAGES, DEFAULT_P_GRID, DEFAULT_RISKS, MAX_BINS, MAX_P, MAX_P_GRID_VALUES, Options, \
+    parse_floats, parse_p_grid  # noqa: F401  (re-exported: selcal.evaluate.Options)
 from .report import EvaluationResult, ModelResult
 
 __all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob", "evaluate_model",
            "model_jobs", "run_jobs"]
 
-DEFAULT_RISKS = (0.01, 0.05, 0.1)
-DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
-DEFAULT_P_GRID = tuple(range(1, 11))
 _CHUNK_ELEMENTS = scores.CHUNK_ELEMENTS  # logits per row chunk
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of logits above which a file is streamed
-
-
-# Limits of the options that set the size of the work (CONVENTIONS.md, "Numerical safeguards
-# and bounded work"): above them the memory or the time would run out, so they are refused.
-MAX_BINS = 100_000  # per-bin arrays: a few MB per metric; class-wise bins are sparse (calibration.py)
-MAX_P_GRID_VALUES = 1000  # one pass over the validation logits per 16 values of p
-MAX_P = 1_000_000  # beyond it the score no longer changes: max x / max |x| to float64 precision
-
-
-def parse_floats(value, option: str = "value") -> tuple[float, ...]:
-    """Numbers from a list or from comma-separated text (``"0.01,0.05"``)."""
-    if isinstance(value, str):
-        parts = [v for v in value.split(",") if v.strip()]
-    elif np.ndim(value) == 0:
-        parts = [value]
-    else:
-        parts = list(value)
-    try:
-        values = tuple(float(v) for v in parts)
-    except (TypeError, ValueError):
-        raise OptionError(option, "{option} takes numbers, e.g. 0.01,0.05; got " + repr(value)) from None
-    if not values:
-        raise OptionError(option, "{option} needs at least one value")
-    return values
-
-
-def parse_p_grid(value, option: str = "p_grid") -> tuple[int, ...]:
-    """Values of p from a list, or text such as ``"1-10"``, ``"1,2,4"`` or ``"1-4,8"``."""
-    values: list = []
-    try:
-        if isinstance(value, str):
-            for part in value.split(","):
-                part = part.strip()
-                if "-" in part[1:]:
-                    low, high = (int(x) for x in part.split("-", 1))
-                    if high - low >= MAX_P_GRID_VALUES:
-                        break  # refused below, without building a huge range
-                    values.extend(range(low, high + 1))
-                elif part:
-                    values.append(int(part))
-            else:
-                return _check_p_grid(tuple(values), option)
-            raise OptionError(option, f"{{option}} may hold at most {MAX_P_GRID_VALUES} values of p; got {value!r}")
-        values = list(value) if np.ndim(value) else [value]
-        values = [int(v) if float(v) == int(v) else float(v) for v in values]
-    except (TypeError, ValueError, OverflowError):
-        raise OptionError(option, "{option} takes positive integers such as 1-10 or 1,2,4; got " + repr(value)) from None
-    return _check_p_grid(tuple(values), option)
-
-
-def _check_p_grid(values: tuple, option: str) -> tuple:
-    if not values or any(not isinstance(p, int) or p < 1 for p in values):
-        raise OptionError(option, "{option} must list positive integers, e.g. 1,2,4 or 1-10")
-    if len(set(values)) > MAX_P_GRID_VALUES:
-        raise OptionError(option, f"{{option}} may hold at most {MAX_P_GRID_VALUES} values of p (one pass over the "
-                                  f"validation logits per 16); got {len(set(values))}")
-    if max(values) > MAX_P:
-        raise OptionError(option, f"{{option}} takes p up to {MAX_P} (the score no longer changes beyond); "
-                                  f"got {max(values)}")
-    return values
-
-
-def _whole(value, option: str, at_least: int, limit: int | None = None) -> int:
-    """An integer option: ``value`` must be a whole number in [at_least, limit]."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)) \
-            or not float(value).is_integer():
-        raise OptionError(option, "{option} takes a whole number; got " + repr(value))
-    value = int(value)
-    if value < at_least:
-        raise OptionError(option, f"{{option}} must be at least {at_least}, got {value}")
-    if limit is not None and value > limit:
-        raise OptionError(option, f"{{option}} must be at most {limit:,} (memory and time grow with it), got {value:,}")
-    return value
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything that changes a number, defaults as in CONVENTIONS.md; and two settings that
-    change none (``chunk_rows``, ``workers``: rows per chunk and threads, by default chosen
-    from K and the CPU count).
-
-    Values are checked here, once, for the Python API and the command line alike; the
-    messages name the Python argument (``bins``), and the CLI renames them to its flags.
-    ``scores`` may be a comma string (``"msp,temp"``), ``risks``/``coverages`` lists or comma
-    strings, ``p_grid`` a list or text such as ``"1-10"``. ``errors_top``: rows of the
-    most-confident-errors table per score; ``logit_profile``: also keep the data of the
-    sorted-logit profile and p-norm-given-v_max figures (the 20 largest logits of up to
-    100,000 evaluation rows, and the p-norm score at the chosen p even when it falls back
-    to MSP).
-    """
-
-    scores: tuple[str, ...] = scores.SCORE_NAMES
-    bins: int = calibration.DEFAULT_BINS
-    risks: tuple[float, ...] = DEFAULT_RISKS
-    coverages: tuple[float, ...] = DEFAULT_COVERAGES
-    aurc_estimator: str = "mean"
-    aece_estimator: str = "equal-mass"
-    val_fraction: float = 0.2
-    seed: int = 0
-    center: bool = True
-    p_grid: tuple[int, ...] = DEFAULT_P_GRID
-    pnorm_objective: str = "aurc"
-    temp_objective: str = "nll"
-    score_cols: tuple[str, ...] = ()
-    uncertainty_cols: tuple[str, ...] = ()
-    errors_top: int = diagnostics.DEFAULT_ERRORS_TOP
-    logit_profile: bool = False
-    chunk_rows: int | None = None
-    workers: int | None = None
-
-    def __post_init__(self):
-        names = self.scores
-        if isinstance(names, str):
-            names = [s.strip() for s in names.split(",") if s.strip()]
-        names = scores.score_names(names)  # "all", and registry order
-        unknown = [s for s in names if s not in scores.REGISTRY]
-        if unknown or not names:
-            raise OptionError("scores", f"unknown score {unknown[0] if unknown else '(none)'}; "
-                                        f"choose from {', '.join(scores.REGISTRY)}, or all")
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
-        set_("scores", names)
-        set_("bins", _whole(self.bins, "bins", 1, MAX_BINS))
-        set_("risks", parse_floats(self.risks, "risks"))
-        set_("coverages", parse_floats(self.coverages, "coverages"))
-        set_("score_cols", tuple(self.score_cols))
-        set_("uncertainty_cols", tuple(self.uncertainty_cols))
-        columns = self.score_cols + self.uncertainty_cols
-        for index, column in enumerate(columns):
-            if not column or column in columns[:index]:
-                raise SelcalError(f"score column {column!r}: give each column once, by its name "
-                                  "(--score-col, --uncertainty-col)")
-            if column in names:
-                raise SelcalError(f"score column '{column}' has the name of a chosen score; rename the column "
-                                  f"or leave '{column}' out of the scores")
-        if any(not 0 <= r <= 1 for r in self.risks):
-            raise OptionError("risks", "{option} must be fractions between 0 and 1, e.g. 0.01,0.05")
-        if any(not 0 < c <= 1 for c in self.coverages):
-            raise OptionError("coverages", "{option} must be fractions in (0, 1], e.g. 0.5,0.8")
-        if self.aurc_estimator not in selective.AURC_ESTIMATORS:
-            raise OptionError("aurc_estimator", f"{{option}} must be one of {', '.join(selective.AURC_ESTIMATORS)}")
-        if self.aece_estimator not in calibration.AECE_ESTIMATORS:
-            raise OptionError("aece_estimator", f"{{option}} must be one of {', '.join(calibration.AECE_ESTIMATORS)}")
-        try:
-            fraction = float(self.val_fraction)
-        except (TypeError, ValueError):
-            fraction = math.nan
-        if not 0 < fraction < 1:
-            raise OptionError("val_fraction", f"{{option}} must be between 0 and 1, got {self.val_fraction}")
-        set_("val_fraction", fraction)
-        set_("seed", _whole(self.seed, "seed", 0))
-        set_("center", bool(self.center))
-        set_("p_grid", parse_p_grid(self.p_grid, "p_grid"))
-        if self.temp_objective not in posthoc.TEMPERATURE_OBJECTIVES:
-            raise OptionError("temp_objective",
-                              f"{{option}} must be one of {', '.join(posthoc.TEMPERATURE_OBJECTIVES)}")
-        set_("errors_top", _whole(self.errors_top, "errors_top", 0))
-        set_("logit_profile", bool(self.logit_profile))
-        if self.pnorm_objective not in posthoc.PNORM_OBJECTIVES:
-            raise OptionError("pnorm_objective", f"{{option}} must be one of {', '.join(posthoc.PNORM_OBJECTIVES)}")
-        if self.chunk_rows is not None:
-            set_("chunk_rows", _whole(self.chunk_rows, "chunk_rows", 1))
-        if self.workers is not None:
-            set_("workers", _whole(self.workers, "workers", 1))
-
-    @property
-    def needs_validation(self) -> bool:
-        return any(scores.REGISTRY[name].needs_validation for name in self.scores)
-
-    @property
-    def computed_scores(self) -> tuple[str, ...]:
-        """The chosen scores computed by their registry entry (all but the original four)."""
-        return tuple(name for name in self.scores if scores.REGISTRY[name].compute is not None)
 
 
 # ------------------------------------------------------------------------ splitting
@@ -339,8 +168,27 @@ def split_rows(test: Dump, val: Dump | None, options: Options,
 
 # ------------------------------------------------------------------------ reduction
 @dataclass
+class ScoreRows:
+    """Per-row numbers of one score on the evaluation rows.
+
+    ``values``: the confidence as ranked; ``confidence``: its top-label probability (scores
+    with probabilities; for the calibration metrics); ``correct``, ``pred``: its own errors and
+    predictions (a score whose probabilities have their own argmax), else None (the model's);
+    ``nll``, ``brier``, ``classwise``: from its probabilities, when the score reports them.
+    """
+
+    values: np.ndarray
+    confidence: np.ndarray | None = None
+    correct: np.ndarray | None = None
+    pred: np.ndarray | None = None
+    nll: np.ndarray | None = None
+    brier: np.ndarray | None = None
+    classwise: calibration.ClasswiseBins | None = None
+
+
+@dataclass
 class RowReduction:
-    """Per-row numbers of the evaluation rows, plus additive class-wise bins."""
+    """Per-row numbers of the evaluation rows (the model's, then each score's), plus additive class-wise bins."""
 
     correct: np.ndarray
     log_msp: np.ndarray
@@ -350,26 +198,29 @@ class RowReduction:
     looks_like_probabilities: np.ndarray  # non-negative, sums to 1
     label_is_pred_plus_one: np.ndarray  # for the 1-based label check
     classwise: calibration.ClasswiseBins
-    pnorm: np.ndarray | None = None
-    temp_log_msp: np.ndarray | None = None
-    temp_nll: np.ndarray | None = None
-    temp_brier: np.ndarray | None = None
-    temp_classwise: calibration.ClasswiseBins | None = None
     top5: np.ndarray | None = None  # label among the 5 largest logits (K >= 5 only)
-    scores: dict[str, np.ndarray] = field(default_factory=dict)  # the registry-computed scores, by name
+    scores: dict[str, ScoreRows] = field(default_factory=dict)  # every chosen score, by name
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # further per-row arrays of scores (figures)
     pred: np.ndarray | None = None  # argmax (int32), for the confident-errors table
     label: np.ndarray | None = None  # label (int32)
     profile: np.ndarray | None = None  # (n_sample, R) largest logits, highest first, of sampled rows
     profile_correct: np.ndarray | None = None
 
+    @property
+    def pnorm(self) -> np.ndarray | None:
+        """The p-norm score at the fitted p (also when it falls back to MSP, with the logit profile)."""
+        return self.extra.get("pnorm")
 
-def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None):
-    """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v).
+
+def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece")):
+    """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v) (those not ``wanted``: None).
 
     Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
     so that no term cancels when p_y is close to 1.
     """
     pred, exps, rest = terms if terms is not None else scores.softmax_terms(logits, inverse_temperature, pred)
+    if not wanted:
+        return pred, -np.log1p(rest), None, None, None
     rows = np.arange(labels.size)
     hit = pred == labels
     exp_label = exps[rows, labels]  # 0 where the label is the prediction
@@ -423,26 +274,81 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
     return inside
 
 
-def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None, sample_below=None) -> dict:
+def _probabilities_terms(probabilities: np.ndarray, labels: np.ndarray, n_bins: int, wanted) -> tuple:
+    """Own prediction, top-label probability, NLL, Brier and class-wise bins of N x K probabilities
+    (a score registered with ``probabilities``); NLL is infinite where the label has probability 0."""
+    rows = np.arange(labels.size)
+    pred = np.argmax(probabilities, axis=1)
+    top = probabilities[rows, pred]
+    nll = brier = bins = None
+    if "nll" in wanted:
+        with np.errstate(divide="ignore"):
+            nll = -np.log(probabilities[rows, labels])
+    if "brier" in wanted:
+        off = probabilities.copy()
+        off[rows, labels] -= 1.0
+        brier = np.einsum("ij,ij->i", off, off)
+    if "cece" in wanted:
+        bins = calibration.classwise_update(np.clip(probabilities, 0.0, 1.0), labels, n_bins)
+    return pred, top, nll, brier, bins
+
+
+def _score_chunk(entry, terms: ChunkTerms, labels: np.ndarray, state, options: Options, out: dict) -> None:
+    """The per-row numbers of one score on a chunk, into ``out`` (keys ``field:name``)."""
+    name = entry.name
+    if entry.score is not None:
+        out[f"values:{name}"] = entry.score(terms, state)
+    if entry.extra_rows is not None:
+        out.update({f"extra:{key}": values for key, values in entry.extra_rows(terms, state, options).items()})
+    if entry.probabilities is not None:
+        pred, top, nll, brier, bins = _probabilities_terms(entry.probabilities(terms, state), labels, options.bins,
+                                                           entry.reports)
+        out[f"confidence:{name}"] = top
+        out.setdefault(f"values:{name}", top)
+        if entry.own_predictions:
+            out[f"correct:{name}"], out[f"pred:{name}"] = pred == labels, pred.astype(np.int32)
+    elif entry.softmax is not None:
+        z, beta, pred = entry.softmax(terms, state)
+        if z is terms.logits and beta == 1.0:  # the model's own softmax: its numbers are the model's
+            out[f"base:{name}"] = True
+            return
+        pred, log_top, nll, brier, bins = _probability_terms(z, labels, beta, options.bins, pred, wanted=entry.reports)
+        out[f"log_confidence:{name}"] = log_top
+        out.setdefault(f"values:{name}", log_top)
+        if entry.own_predictions:
+            out[f"correct:{name}"], out[f"pred:{name}"] = pred == labels, pred.astype(np.int32)
+    else:
+        return
+    for key, value in (("nll", nll), ("brier", brier), ("classwise", bins)):
+        if value is not None:
+            out[f"{key}:{name}"] = value
+
+
+def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=None) -> dict:
     """Per-row numbers of one chunk of evaluation rows (float64 from here on).
 
-    The registry's scores (``options.computed_scores``) share the chunk's softmax terms
-    with the NLL and Brier below; they are computed first, as those reuse the terms' memory.
+    Every chosen score reads the chunk's shared softmax terms (:class:`ChunkTerms`); the
+    model's own NLL, Brier and class-wise bins come last, as they reuse the terms' memory.
     ``sample_below``: with ``options.logit_profile``, keep the sorted logits of the rows whose
     content hash is below it (None: of every row).
     """
     chunk = np.asarray(chunk, dtype=np.float64)
-    computed, terms = {}, None
-    if options.computed_scores:
-        shared = scores.ChunkTerms(chunk)
-        for name in options.computed_scores:
-            computed[SCORE_KEY + name] = scores.REGISTRY[name].compute(shared, (fits or {}).get(name))
-        terms = shared.softmax
-    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins, terms=terms)
-    out = {**computed, "correct": pred == labels, "log_msp": log_msp, "max_logit": chunk[np.arange(labels.size), pred],
-           "nll": nll, "brier": brier,
-           "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
-           "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins}
+    terms = ChunkTerms(chunk)
+    out: dict = {}
+    for name in options.scores:
+        _score_chunk(REGISTRY[name], terms, labels, states.get(name), options, out)
+    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins, terms=terms.softmax)
+    for name in options.scores:
+        if out.pop(f"base:{name}", False):
+            out[f"log_confidence:{name}"] = out.setdefault(f"values:{name}", log_msp)
+            wanted = REGISTRY[name].reports
+            for key, value in (("nll", nll), ("brier", brier), ("cece", bins)):
+                if key in wanted:
+                    out[f"{'classwise' if key == 'cece' else key}:{name}"] = value
+    out.update({"correct": pred == labels, "log_msp": log_msp, "max_logit": terms.top,
+                "nll": nll, "brier": brier,
+                "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
+                "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins})
     if options.errors_top:
         out["pred"], out["label"] = pred.astype(np.int32), labels.astype(np.int32)
     if options.logit_profile:
@@ -451,15 +357,7 @@ def _reduce_chunk(chunk, labels, options: Options, temperature, p, fits=None, sa
         out["profile"] = (diagnostics.top_sorted_logits(chunk[keep]), out["correct"][keep])
     if chunk.shape[1] >= TOP_K:
         out["top5"] = in_top_k(chunk, labels)
-    if p is not None:
-        out["pnorm"] = scores.pnorm(chunk, p, options.center)
-    if temperature is not None:
-        _, out["temp_log_msp"], out["temp_nll"], out["temp_brier"], out["temp_classwise"] = _probability_terms(
-            chunk, labels, 1.0 / temperature, options.bins, pred)
     return out
-
-
-SCORE_KEY = "score:"  # per-row arrays of registry-computed scores, on their way through reduce_rows
 
 
 def rows_per_chunk(n_classes: int, options: Options) -> int:
@@ -477,36 +375,35 @@ def reduce_rows(
     n_classes: int,
     *,
     options: Options,
-    temperature: float | None = None,
-    p: int | None = None,
+    states: dict | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     total: int | None = None,
-    fits: dict | None = None,
 ) -> RowReduction:
     """One pass over the evaluation logits, chunk by chunk, to per-row numbers.
 
-    Chunks are reduced on ``options.workers`` threads (numpy releases the GIL) with at
-    most a few chunks in flight, so memory stays bounded for a streamed file.
-    ``progress(rows_done, total)`` is called after each chunk. Per-row
-    numbers do not depend on the chunking and the class-wise bins are exact integers,
-    so the result is bit-for-bit the same for any chunk size and thread count.
+    ``states``: the fitted state of each fitted score (:func:`fit_scores`). Chunks are reduced
+    on ``options.workers`` threads (numpy releases the GIL) with at most a few chunks in
+    flight, so memory stays bounded for a streamed file. ``progress(rows_done, total)`` is
+    called after each chunk. Per-row numbers do not depend on the chunking and the class-wise
+    bins are exact integers, so the result is bit-for-bit the same for any chunk size and
+    thread count.
     """
+    states = states or {}
     parts: dict[str, list[np.ndarray]] = {}
     filled: dict[str, np.ndarray] = {}  # with a known total, per-row numbers go straight into place
-    classwise = calibration.empty_classwise_bins(n_classes, options.bins)
-    temp_classwise = calibration.empty_classwise_bins(n_classes, options.bins) if temperature else None
-
+    bins: dict[str, calibration.ClasswiseBins] = {}
     done = 0
 
     def collect(out: dict, n_rows: int) -> None:
-        nonlocal classwise, temp_classwise, done
-        classwise += out.pop("classwise")
+        nonlocal done
         if "profile" in out:
             profile_parts.append(out.pop("profile"))
-        if temperature is not None:
-            temp_classwise += out.pop("temp_classwise")
         for name, values in out.items():
-            if total is None:
+            if isinstance(values, calibration.ClasswiseUpdate):
+                if name not in bins:
+                    bins[name] = calibration.empty_classwise_bins(n_classes, options.bins)
+                bins[name] += values
+            elif total is None:
                 parts.setdefault(name, []).append(values)
             else:
                 if name not in filled:
@@ -523,12 +420,12 @@ def reduce_rows(
     workers = options.workers or min(4, os.cpu_count() or 1)
     if workers <= 1:
         for chunk, labels in chunks:
-            collect(_reduce_chunk(chunk, labels, options, temperature, p, fits, sample_below), len(labels))
+            collect(_reduce_chunk(chunk, labels, options, states, sample_below), len(labels))
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: deque = deque()
             for chunk, labels in chunks:
-                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, temperature, p, fits, sample_below),
+                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, states, sample_below),
                                 len(labels)))
                 if len(pending) > workers:
                     future, n_rows = pending.popleft()
@@ -541,11 +438,22 @@ def reduce_rows(
     if total is not None and done != total:
         raise AssertionError(f"reduced {done} rows, expected {total}")
     joined = filled if total is not None else {name: np.concatenate(values) for name, values in parts.items()}
-    computed = {name[len(SCORE_KEY):]: joined.pop(name) for name in list(joined) if name.startswith(SCORE_KEY)}
+    per_score: dict[str, dict] = {}
+    extra = {}
+    for key in [k for k in list(joined) + list(bins) if ":" in k]:
+        field_name, _, name = key.partition(":")
+        value = joined.pop(key) if key in joined else bins.pop(key)
+        if field_name == "extra":
+            extra[name] = value
+            continue
+        if field_name == "log_confidence":
+            field_name, value = "confidence", np.exp(value)
+        per_score.setdefault(name, {})[field_name] = value
     if profile_parts:
         joined["profile"] = np.concatenate([top for top, _ in profile_parts])
         joined["profile_correct"] = np.concatenate([hit for _, hit in profile_parts])
-    return RowReduction(classwise=classwise, temp_classwise=temp_classwise, scores=computed, **joined)
+    return RowReduction(classwise=bins["classwise"], extra=extra, **joined,
+                        scores={name: ScoreRows(**per_score[name]) for name in options.scores})
 
 
 # ------------------------------------------------------------------------- metrics
@@ -557,9 +465,9 @@ def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
     return curve, metrics
 
 
-def _calibration_metrics(log_msp: np.ndarray, correct: np.ndarray, n_bins: int,
+def _calibration_metrics(confidence: np.ndarray, correct: np.ndarray, n_bins: int,
                          aece_estimator: str = "equal-mass") -> dict[str, float]:
-    confidence = np.exp(log_msp)
+    """ECE, adaptive ECE (by ``aece_estimator``) and MCE of a top-label confidence."""
     adaptive = calibration.mbls_adaptive_calibration_error if aece_estimator == "mbls" else \
         calibration.adaptive_calibration_error
     return {
@@ -605,10 +513,9 @@ def measure_arrays(
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
-    temp_fit, pnorm_fit = fit_posthoc(val_logits, val_labels, options, where=path or name, warnings=warnings)
-    fits = fit_scores(val_logits, val_labels, options)
+    states = fit_scores(val_logits, val_labels, options, where=path or name, warnings=warnings)
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
-    result = _measure(chunks, logits.shape[1], temp_fit, pnorm_fit, fits=fits, options=options, name=name,
+    result = _measure(chunks, logits.shape[1], states, options=options, name=name,
                       path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
                       total=labels.size, columns=columns,
                       ids_of=(lambda rows: rows) if ids is None else (lambda rows: ids[rows]),
@@ -618,67 +525,37 @@ def measure_arrays(
     return result
 
 
-def fit_posthoc(val_logits, val_labels, options: Options, *, where: str, warnings: list[str]):
-    """(TemperatureFit or None, PnormFit or None) fitted on the validation rows only."""
-    if not options.needs_validation:
-        return None, None
+def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", warnings: list[str] | None = None) -> dict:
+    """The state of every chosen fitted score (name -> what its ``fit`` returned), fitted on the
+    validation rows only; the warnings the fits find go into ``warnings``."""
+    fitted = scores.fitted(options.scores)
+    if not fitted:
+        return {}
     if val_labels is None or np.asarray(val_labels).size == 0:
-        fitted = [name for name in options.scores if scores.REGISTRY[name].needs_validation]
         raise SelcalError(f"{where}: the {' and '.join(fitted)} score{'s' if len(fitted) > 1 else ''} need"
                           f"{'' if len(fitted) > 1 else 's'} validation rows; give --val FILE, "
                           "a split column, or use --scores msp,max_logit")
     val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
     val_labels = np.asarray(val_labels, dtype=np.int64)
-    temp_fit = pnorm_fit = None
-    if "temp" in options.scores:
-        temp_fit = posthoc.fit_temperature(val_logits, val_labels)
-        if temp_fit.fallback:
-            warnings.append(f"temperature not identifiable ({temp_fit.fallback} on the validation rows): T = 1 kept")
-        if options.temp_objective == "aurc":
-            temperature, val_aurc = posthoc.fit_temperature_by_aurc(
-                val_logits, val_labels, temp_fit.temperature, estimator=options.aurc_estimator)
-            if not 1 / 63 < temperature / temp_fit.temperature < 63:
-                warnings.append(f"the validation AURC is lowest at the edge of the temperature grid (T = "
-                                f"{temperature:.4g}, a factor 64 from the NLL-optimal {temp_fit.temperature:.4g})")
-            temp_fit = replace(temp_fit, temperature=temperature, gradient=None, objective="aurc",
-                               val_objective=val_aurc,
-                               nll_after=posthoc.mean_nll(val_logits, val_labels, 1.0 / temperature))
-    if "pnorm" in options.scores:
-        pnorm_fit = posthoc.fit_pnorm(val_logits, val_labels, options.p_grid, center=options.center,
-                                      objective=options.pnorm_objective, estimator=options.aurc_estimator)
-    return temp_fit, pnorm_fit
+    states = {}
+    for name in fitted:
+        entry = REGISTRY[name]
+        states[name] = entry.fit(val_logits, val_labels, options)
+        if entry.warnings is not None and warnings is not None:
+            warnings.extend(entry.warnings(states[name]))
+    return states
 
 
-def fit_scores(val_logits, val_labels, options: Options) -> dict:
-    """The fits of the registry's fitted scores (name -> fit), on the validation rows only.
-
-    (``pnorm`` and ``temp`` are fitted by :func:`fit_posthoc`, which also checks that
-    validation rows exist.)
-    """
-    fitted = [name for name in options.computed_scores if scores.REGISTRY[name].fit is not None]
-    if not fitted:
-        return {}
-    val_logits = np.asarray(val_logits)
-    val_labels = np.asarray(val_labels, dtype=np.int64)
-    return {name: scores.REGISTRY[name].fit(val_logits, val_labels, options) for name in fitted}
-
-
-def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, name: str, path: str, split: str,
+def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: str, path: str, split: str,
              n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
-             fits: dict | None = None, columns: dict | None = None,
+             columns: dict | None = None,
              ids_of: Callable[[np.ndarray], np.ndarray] | None = None,
              images_of: Callable[[np.ndarray], np.ndarray] | None = None) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
-    wanted = options.scores
-    rows = reduce_rows(
-        chunks, n_classes, options=options,
-        temperature=temp_fit.temperature if temp_fit else None,
-        p=pnorm_fit.p if pnorm_fit and (options.logit_profile or not pnorm_fit.fallback) else None,
-        progress=progress, total=total, fits=fits,
-    )
+    rows = reduce_rows(chunks, n_classes, options=options, states=states, progress=progress, total=total)
     correct = rows.correct
     n = correct.size
-    warnings.extend(data_warnings(rows, log_probabilities=bool((extra or {}).get("ensemble"))))
+    warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))))
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
@@ -688,40 +565,27 @@ def _measure(chunks, n_classes: int, temp_fit, pnorm_fit, *, options: Options, n
         cece=calibration.classwise_calibration_error(rows.classwise),
         warnings=warnings, extra=dict(extra or {}), rows=rows,
     )
-    if "msp" in wanted:
-        curve, metrics = _score_metrics(rows.log_msp, correct, options)
-        metrics.update(_calibration_metrics(rows.log_msp, correct, options.bins, options.aece_estimator))
-        result.add_score("msp", metrics, curve, rows.log_msp)
-    if "max_logit" in wanted:
-        curve, metrics = _score_metrics(rows.max_logit, correct, options)
-        result.add_score("max_logit", metrics, curve, rows.max_logit)
-    if pnorm_fit is not None:
-        score = rows.log_msp if pnorm_fit.fallback else rows.pnorm
-        curve, metrics = _score_metrics(score, correct, options)
-        metrics.update(
-            p=pnorm_fit.p, fallback=pnorm_fit.fallback, center=pnorm_fit.center, objective=pnorm_fit.objective,
-            val_objective={str(p): v for p, v in pnorm_fit.val_objective.items()},
-            val_objective_msp=pnorm_fit.val_objective_msp,
-        )
-        result.add_score("pnorm", metrics, curve, score)
-    if temp_fit is not None:
-        curve, metrics = _score_metrics(rows.temp_log_msp, correct, options)
-        metrics.update(_calibration_metrics(rows.temp_log_msp, correct, options.bins, options.aece_estimator))
-        metrics.update(
-            temperature=temp_fit.temperature, nll=scores.exact_mean(rows.temp_nll), brier=scores.exact_mean(rows.temp_brier),
-            cece=calibration.classwise_calibration_error(rows.temp_classwise),
-            val_nll_before=temp_fit.nll_before, val_nll_after=temp_fit.nll_after,
-            gradient=temp_fit.gradient, temperature_fallback=temp_fit.fallback, objective=temp_fit.objective,
-        )
-        result.add_score("temp", metrics, curve, rows.temp_log_msp)
-    for score_name in options.computed_scores:
-        spec, values = scores.REGISTRY[score_name], rows.scores[score_name]
-        curve, metrics = _score_metrics(values, correct, options)
-        if spec.probability:
-            metrics.update(_calibration_metrics(values, correct, options.bins))
-        if spec.describe is not None:
-            metrics.update(spec.describe((fits or {})[score_name]))
-        result.add_score(score_name, metrics, curve, values)
+    for score_name in options.scores:
+        entry, score_rows, state = REGISTRY[score_name], rows.scores[score_name], states.get(score_name)
+        own = score_rows.correct if score_rows.correct is not None else correct
+        curve, metrics = _score_metrics(score_rows.values, own, options)
+        measured: dict = {}
+        if score_rows.confidence is not None:
+            metrics.update(_calibration_metrics(score_rows.confidence, own, options.bins, options.aece_estimator))
+            result.confidences[score_name] = score_rows.confidence
+            if score_rows.correct is not None:
+                measured["accuracy"] = float(np.count_nonzero(own) / n)
+                result.score_correct[score_name] = own
+            if score_rows.nll is not None:
+                measured["nll"] = scores.exact_mean(score_rows.nll)
+            if score_rows.brier is not None:
+                measured["brier"] = scores.exact_mean(score_rows.brier)
+            if score_rows.classwise is not None:
+                measured["cece"] = calibration.classwise_calibration_error(score_rows.classwise)
+        metrics.update(entry.json_keys(state, measured))
+        result.add_score(score_name, metrics, curve, score_rows.values)
+        if entry.needs_fit:
+            result.states[score_name] = state
     _add_column_scores(result, columns or {}, options)
     if groups is not None:
         result.groups = np.asarray(groups)
@@ -766,12 +630,12 @@ def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> 
     rows = result.rows
     out = {}
     for name, values in result.score_values.items():
-        registered = scores.REGISTRY.get(name)
-        probability = (registered is not None and registered.probability) or \
-            (name == "pnorm" and result.scores[name].get("fallback"))
+        entry = REGISTRY.get(name)
+        own = entry is not None and name in result.score_correct
         out[name] = diagnostics.confident_errors(
-            values, rows.correct, top, curve=result.curves[name], ids_of=ids_of, labels=rows.label,
-            predictions=rows.pred, probability=bool(probability), images_of=images_of)
+            values, result.score_correct.get(name, rows.correct), top, curve=result.curves[name], ids_of=ids_of,
+            labels=rows.label, predictions=rows.scores[name].pred if own else rows.pred,
+            probability=entry is not None and entry.is_probability(result.scores[name]), images_of=images_of)
     return out
 
 
@@ -786,11 +650,15 @@ def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
             "n_eval": int(members.sum()),
             "accuracy": float(np.count_nonzero(group_correct) / group_correct.size),
             "scores": {
-                name: _score_metrics(values[members], group_correct, options)[1]
+                name: _score_metrics(values[members], result.score_correct.get(name, correct)[members], options)[1]
                 for name, values in result.score_values.items()
             },
         }
     return out
+
+
+def _and(names: Sequence[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def logit_kind(rows: RowReduction) -> str:
@@ -804,11 +672,13 @@ def logit_kind(rows: RowReduction) -> str:
     return "logits"
 
 
-def data_warnings(rows: RowReduction, log_probabilities: bool = False) -> list[str]:
+def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilities: bool = False) -> list[str]:
     """Signs that the dump holds something other than logits and 0-based labels.
 
-    ``log_probabilities``: the dump says it holds log-probabilities (an ensemble written by
-    ``selcal ensemble``), so they are not warned about.
+    ``chosen``: the scores evaluated (the log-probabilities warning names those that read
+    the logits' scale, ``raw_logits`` in the registry). ``log_probabilities``: the dump says
+    it holds log-probabilities (an ensemble written by ``selcal ensemble``), so they are not
+    warned about.
     """
     warnings = []
     kind = logit_kind(rows)
@@ -816,8 +686,11 @@ def data_warnings(rows: RowReduction, log_probabilities: bool = False) -> list[s
         warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
                         "save logits, or log-probabilities, instead")
     elif kind == "log-probabilities" and not log_probabilities:
+        right = [n for n in chosen if not REGISTRY[n].raw_logits]
+        wrong = [n for n in chosen if REGISTRY[n].raw_logits] or [n for n in REGISTRY if REGISTRY[n].raw_logits]
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
-                        "msp and temp are right, but max_logit and pnorm are not meaningful")
+                        + (f"{_and(right)} {'is' if len(right) == 1 else 'are'} right, but " if right else "")
+                        + f"{_and(wrong)} {'is' if len(wrong) == 1 else 'are'} not meaningful")
     accuracy = rows.correct.mean()
     shifted_accuracy = rows.label_is_pred_plus_one.mean()
     if shifted_accuracy > max(2 * accuracy, 0.5):
@@ -1175,11 +1048,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     warnings = split_warnings(n_eval, len(val_rows) if options.needs_validation and val_rows else None,
                               test.num_rows - test.num_kept_rows - test.num_train_rows) + \
         split_column_warnings(test.split_column())
-    temp_fit, pnorm_fit = fit_posthoc(None if val_rows is None else val_rows.logits,
-                                      None if val_rows is None else val_rows.labels, options,
-                                      where=test.path, warnings=warnings)
-    fits = fit_scores(None if val_rows is None else val_rows.logits,
-                      None if val_rows is None else val_rows.labels, options)
+    states = fit_scores(None if val_rows is None else val_rows.logits,
+                        None if val_rows is None else val_rows.labels, options, where=test.path, warnings=warnings)
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
                         n_train, by_id=rule == "holdout" and test.id_column() is not None)
     extra.update(_ensemble_provenance(test.metadata))
@@ -1194,7 +1064,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     shared = [0]
     shared_index = None if val is None else SharedRows(val_rows.logits, val_rows.labels)
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared)
-    result = _measure(chunks, n_classes, temp_fit, pnorm_fit, fits=fits, options=options,
+    result = _measure(chunks, n_classes, states, options=options,
                       name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval,

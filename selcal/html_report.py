@@ -21,7 +21,8 @@ from typing import Any
 
 from . import __version__
 from .io import Outputs
-from .report import metric_sections
+from .report import fit_notes, metric_sections
+from .scores import REGISTRY
 
 __all__ = ["render_report", "write_report"]
 
@@ -123,8 +124,10 @@ def _errors_tables(model) -> str:
     for score, table in tables.items():
         if not len(table):
             continue
-        unit = "probability" if score in ("msp", "temp") or (
-            score == "pnorm" and model.scores.get("pnorm", {}).get("fallback")) else "score"
+        entry = REGISTRY.get(score)
+        probability = entry.is_probability(model.scores.get(score, {})) if entry is not None else \
+            bool(model.scores.get(score, {}).get("probability_of_correct"))
+        unit = "probability" if probability else "score"
         out.append(f"<details><summary>{_e(score)}: {len(table)} errors</summary>"
                    f"<table class='errors'><thead><tr><th>rank</th><th>id</th><th>label</th><th>prediction</th>"
                    f"<th>confidence ({unit})</th><th>rank percentile (%)</th></tr></thead><tbody>")
@@ -137,17 +140,8 @@ def _errors_tables(model) -> str:
 
 
 def _notes(model) -> list[str]:
-    notes = []
-    if "temp" in model.scores and "temperature" in model.scores["temp"]:
-        t = model.scores["temp"]
-        notes.append(f"temp: T = {t['temperature']:.4f} (validation NLL {_format(t.get('val_nll_before'), 'num')} "
-                     f"→ {_format(t.get('val_nll_after'), 'num')})")
-    if "pnorm" in model.scores and "p" in model.scores["pnorm"]:
-        p = model.scores["pnorm"]
-        centre = "centred" if p.get("center", True) else "uncentred"
-        notes.append(f"pnorm: p = {p['p']} ({centre}, by validation {str(p.get('objective', 'aurc')).upper()})"
-                     + ("; falls back to MSP, which is no worse on validation" if p.get("fallback") else ""))
-    return notes
+    """The fit note of every fitted score, as under the terminal table (its registry entry's ``note``)."""
+    return [note.replace(" -> ", " → ") for note in fit_notes(model)]
 
 
 def image_width(data: bytes, fmt: str) -> int | None:
@@ -251,18 +245,18 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     # Summary across models.
     parts.append("<h2>Summary</h2><div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
                  "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>")
-    score_names = [s for s in ("msp", "max_logit", "pnorm", "temp") if any(s in m.scores for m in result.models)]
+    # the AURC of every score some model has, then the summary columns the registry's entries add
+    score_names = [s for s in REGISTRY if any(s in m.scores for m in result.models)]
     parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
-    ece = [(s, head) for s, head in (("msp", "ECE before T: msp (%)"), ("temp", "ECE after T: temp (%)"))
-           if s in score_names]
-    parts += [f"<th>{head}</th>" for _, head in ece]
-    with_t = "temp" in score_names
-    parts.append(("<th>T</th>" if with_t else "") + "</tr></thead><tbody>")
+    summary = [c for e in REGISTRY.values() if e.name in score_names for c in e.leaderboard
+               if c.place in ("summary", "report") and c.kind in ("pct", "num")
+               and any(c.value(m.scores) is not None for m in result.models)]
+    summary.sort(key=lambda c: c.rank)
+    parts += [f"<th>{_e(c.title or c.header)}{' (%)' if c.kind == 'pct' else ''}</th>" for c in summary]
+    parts.append("</tr></thead><tbody>")
     for model in result.models:
         cells = "".join(f"<td>{_format(model.scores.get(s, {}).get('aurc'), 'pct')}</td>" for s in score_names)
-        cells += "".join(f"<td>{_format(model.scores.get(s, {}).get('ece'), 'pct')}</td>" for s, _ in ece)
-        if with_t:
-            cells += f"<td>{_format(model.scores.get('temp', {}).get('temperature'), 'num')}</td>"
+        cells += "".join(f"<td>{_format(c.value(model.scores), c.kind)}</td>" for c in summary)
         fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
         parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_e(model.name)}</a></td>"
                      f"<td>{'-' if model.num_classes is None else model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import __version__
 from .scores import REGISTRY
+from .scores.registry import BoardColumn
 
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
            "leaderboard",
@@ -54,6 +55,9 @@ class ModelResult:
     clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)...
     cluster_names: Any = field(default=None, repr=False)  # ... as an index into these image ids
     confident_errors: dict[str, Any] = field(default_factory=dict, repr=False)
+    confidences: dict[str, Any] = field(default_factory=dict, repr=False)  # top-label probability of each score that has one
+    score_correct: dict[str, Any] = field(default_factory=dict, repr=False)  # own errors of a score with its own predictions
+    states: dict[str, Any] = field(default_factory=dict, repr=False)  # fitted state of each fitted score
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics
@@ -265,7 +269,7 @@ def render_table(result: EvaluationResult, console) -> None:
         console.print(f"[bold]{escape(model.name)}[/bold]  {classes}"
                       f"accuracy {100 * model.accuracy:.2f}%{top5}", soft_wrap=True)
         # Only the scores evaluated that were fitted (none: nothing said about fitting).
-        fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_validation])
+        fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_fit])
         pixels = model.extra.get("pixels")
         if pixels:  # pixel rows of segmentation images: say how many images, and how they were drawn
             drawn = pixels.get("pixels_per_image")
@@ -300,18 +304,7 @@ def render_table(result: EvaluationResult, console) -> None:
             console.print(table)
         if model.extra.get("groups"):
             console.print(_group_table(model))
-        notes = []
-        if "temp" in model.scores:
-            t = model.scores["temp"]
-            chosen = "by validation AURC, " if t.get("objective") == "aurc" else ""
-            notes.append(f"temp: T = {_number(t['temperature'])} ({chosen}validation NLL "
-                         f"{_number(t['val_nll_before'])} -> {_number(t['val_nll_after'])})")
-        if "pnorm" in model.scores:
-            p = model.scores["pnorm"]
-            centre = "centred" if p["center"] else "uncentred"
-            notes.append(f"pnorm: p = {p['p']} ({centre}, by validation {p['objective'].upper()})"
-                         + ("; falls back to MSP, which is no worse on validation" if p["fallback"] else ""))
-        notes += [REGISTRY[n].note(model.scores[n]) for n in score_names if n in REGISTRY and REGISTRY[n].note]
+        notes = fit_notes(model)
         if model.extra.get("n_train_dropped"):
             notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
         notes += [_column_note(n, model.scores[n]) for n in score_names if "column" in model.scores[n]]
@@ -325,6 +318,14 @@ def render_table(result: EvaluationResult, console) -> None:
             console.print(f"  {len(model.warnings)} warning{'s' if len(model.warnings) > 1 else ''} about this "
                           "model (on stderr)", soft_wrap=True)
         console.print()
+
+
+def fit_notes(model: ModelResult) -> list[str]:
+    """The fit note of every fitted score of ``model`` (its registry entry's ``note``), in the
+    entries' ``note_rank`` order; the terminal table and the HTML report show them."""
+    names = sorted((n for n in model.scores if n in REGISTRY and REGISTRY[n].note is not None),
+                   key=lambda n: REGISTRY[n].note_rank)
+    return [REGISTRY[n].note(model.scores[n]) for n in names]
 
 
 _NEED_LOGITS_WORDS = {"nll": "NLL", "brier": "Brier", "cece": "class-wise ECE", "top5_accuracy": "top-5 accuracy"}
@@ -354,40 +355,77 @@ def _group_table(model: ModelResult):
 
 
 # ---------------------------------------------------------------------- leaderboard
-LEADERBOARD_COLUMNS = {
-    # column: (short header, kind, lower is better)
-    "model": ("model", "text", None),
-    "accuracy": ("acc", "pct", False),
-    "top5_accuracy": ("top-5", "pct", False),
-    "aurc_msp": ("msp", "pct", True),
-    "aurc_max_logit": ("max_logit", "pct", True),
-    "aurc_pnorm": ("pnorm", "pct", True),
-    "p": ("p", "int", None),
-    "aurc_temp": ("temp", "pct", True),
-    # the AURC of every other registered score (shown when some model has it)
-    **{f"aurc_{name}": (name, "pct", True) for name in REGISTRY if name not in ("msp", "max_logit", "pnorm", "temp")},
-    "best_posthoc": ("best", "text", None),
-    "aurc_best_posthoc": ("best AURC", "pct", True),
-    "pnorm_gain": ("pnorm gain", "pct", False),
-    "ece_msp": ("ECE msp", "pct", True),
-    "ece_temp": ("ECE temp", "pct", True),
-}
-_NOTES = {
-    "aurc_msp": "AURC of each score",
-    "aurc_best_posthoc": "the best post-hoc score (one fitted on validation rows) and its AURC",
-    "pnorm_gain": "(pnorm) gain = AURC(msp) - AURC(pnorm)",
-    "ece_temp": "ECE before/after (T) temperature scaling",
-}
+def _board_columns() -> dict[str, tuple]:
+    """column: (short header, kind, lower is better), in order: the model, accuracy, the AURC of
+    every registered score followed by the columns its entry adds, the best post-hoc score,
+    then the summary columns of the entries (:class:`selcal.scores.registry.BoardColumn`)."""
+    columns = {"model": ("model", "text", None), "accuracy": ("acc", "pct", False),
+               "top5_accuracy": ("top-5", "pct", False)}
+    summary = []
+    for name, entry in REGISTRY.items():
+        columns[f"aurc_{name}"] = (name, "pct", True)
+        for column in entry.leaderboard:
+            if column.place == "score":
+                columns[column.key] = (column.header, column.kind, column.lower_is_better)
+            elif column.place == "summary":
+                summary.append(column)
+    columns["best_posthoc"] = ("best", "text", None)
+    columns["aurc_best_posthoc"] = ("best AURC", "pct", True)
+    for column in sorted(summary, key=lambda c: c.rank):
+        columns[column.key] = (column.header, column.kind, column.lower_is_better)
+    return columns
+
+
+def _board_extras() -> list[BoardColumn]:
+    """The columns the registry's entries add to the leaderboard."""
+    return [column for entry in REGISTRY.values() for column in entry.leaderboard if column.place != "report"]
+
+
+class _Columns(dict):
+    """The leaderboard's columns, read from the registry when asked (a score registered later is in)."""
+
+    def _now(self) -> dict:
+        return _board_columns()
+
+    def __getitem__(self, key):
+        return self._now()[key]
+
+    def __contains__(self, key):
+        return key in self._now()
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __len__(self):
+        return len(self._now())
+
+    def get(self, key, default=None):
+        return self._now().get(key, default)
+
+    def keys(self):
+        return self._now().keys()
+
+    def items(self):
+        return self._now().items()
+
+    def values(self):
+        return self._now().values()
+
+
+LEADERBOARD_COLUMNS = _Columns()  # column: (short header, kind, lower is better)
 
 
 def _leaderboard_note(columns, rows=()) -> str:
-    notes = [note for column, note in _NOTES.items() if column in columns]
-    if "aurc_msp" not in columns and any(c.startswith("aurc_") and c != "aurc_best_posthoc" for c in columns):
-        notes.insert(0, _NOTES["aurc_msp"])  # only scores read from columns (a file without logits)
+    notes = ["AURC of each score"] if any(c.startswith("aurc_") and c != "aurc_best_posthoc" for c in columns) else []
+    if "aurc_best_posthoc" in columns:
+        notes.append("the best post-hoc score (one fitted on validation rows) and its AURC")
+    extras = {column.key: column for column in _board_extras()}
+    notes += [extras[c].note for c in columns if c in extras and extras[c].note]
     note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + "".join(
         ", " + note for note in notes)
-    if "p" in columns and any(row.get("pnorm_fallback") for row in rows):
-        note += "; p (fb): pnorm fell back to MSP, no better on validation"
+    for column in extras.values():
+        if column.flag_key and column.key in columns and any(row.get(column.flag_key) for row in rows):
+            note += "; " + column.flag_note
     if any(row.get("warnings") for row in rows):
         note += f"; {WARNING_MARKER}: the model has warnings, listed below"
     return note
@@ -396,7 +434,9 @@ def _leaderboard_note(columns, rows=()) -> str:
 WARNING_MARKER = "(!)"
 
 
-_ROW_EXTRAS = ("pnorm_fallback", "warnings", "sweep")  # keys of a leaderboard row that are not columns of their own
+def _row_extras() -> tuple[str, ...]:
+    """Keys of a leaderboard row that are not columns of their own."""
+    return ("warnings", "sweep", *(c.flag_key for c in _board_extras() if c.flag_key))
 
 
 def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
@@ -412,7 +452,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
 
     column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
                                        if "column" in model.scores[name]))
-    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _ROW_EXTRAS or sweep.startswith("aurc_")):
+    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _row_extras() or sweep.startswith("aurc_")):
         raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
     if sort_by not in LEADERBOARD_COLUMNS and sort_by not in (f"aurc_{name}" for name in column_scores) \
             and sort_by != sweep:
@@ -422,24 +462,24 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
     for model in result.models:
         scores = model.scores
         aurc = {name: scores[name]["aurc"] for name in scores}
-        posthoc = {name: aurc[name] for name in aurc if name in REGISTRY and REGISTRY[name].needs_validation}
+        posthoc = {name: aurc[name] for name in aurc if name in REGISTRY and REGISTRY[name].needs_fit}
         best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
-        rows.append({
+        row = {
             "model": model.name,
             **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
             **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
             **{f"aurc_{name}": aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
-            "p": scores.get("pnorm", {}).get("p"),
-            "pnorm_fallback": scores["pnorm"].get("fallback") if "pnorm" in scores else None,
             "best_posthoc": best,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
-            "pnorm_gain": aurc["msp"] - aurc["pnorm"] if "msp" in aurc and "pnorm" in aurc else None,
-            "ece_msp": scores.get("msp", {}).get("ece"),
-            "ece_temp": scores.get("temp", {}).get("ece"),
             "warnings": list(model.warnings),
-        })
+        }
+        for column in _board_extras():
+            row[column.key] = column.value(scores)
+            if column.flag_key:
+                row[column.flag_key] = column.flag(scores)
+        rows.append(row)
     lower_is_better = _column_info(sort_by)[2]
 
     def key(row):
@@ -490,9 +530,10 @@ def _cells(row: dict[str, Any], columns) -> list[str]:
     """A leaderboard row as text: ``p`` says ``(fb)`` when pnorm fell back to MSP; the model
     name carries the warning marker when the model has warnings."""
     cells = []
+    flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
     for column in columns:
         text = _cell(row[column], _column_info(column)[1])
-        if column == "p" and row.get("pnorm_fallback"):
+        if column in flags and row.get(flags[column]):
             text += " (fb)"
         if column == "model" and row.get("warnings"):
             text += f" {WARNING_MARKER}"
@@ -507,7 +548,7 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     columns = _shown_columns(rows)
     headers = {c: _column_info(c)[0] for c in columns}
     if console.width < 125:  # a narrow terminal: short headers (every column is still shown, in stacked tables)
-        headers.update(pnorm_gain="gain", ece_msp="ECE", ece_temp="ECE T")
+        headers.update({c.key: c.short for c in _board_extras() if c.short and c.key in headers})
     from rich.markup import escape
     from rich.measure import Measurement
 
@@ -571,18 +612,22 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings."""
     import polars as pl
 
+    from .options import DEFAULT_SCORES
+
     shown = set(_shown_columns(rows))
-    optional = {f"aurc_{name}" for name in REGISTRY if name not in ("msp", "max_logit", "pnorm", "temp")}
+    # the columns of the default scores are always written, those of other scores when some model has them
+    optional = {f"aurc_{name}" for name in REGISTRY if name not in DEFAULT_SCORES}
     columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
+    flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
     at = columns.index("best_posthoc")
     columns[at:at] = [c for c in _shown_columns(rows) if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
     columns[1:1] = _swept(rows)  # the swept hyperparameter, after the model
     schema = {}
     for column in columns:
-        schema[column] = pl.Utf8 if _column_info(column)[1] == "text" else pl.Int64 if column == "p" \
+        schema[column] = pl.Utf8 if _column_info(column)[1] == "text" else pl.Int64 if _column_info(column)[1] == "int" \
             else pl.Float64
-        if column == "p":
-            schema["pnorm_fallback"] = pl.Boolean
+        if column in flags:
+            schema[flags[column]] = pl.Boolean
     schema["warnings"] = pl.Int64
     frame = pl.DataFrame([{**{c: row.get(c) for c in schema}, "warnings": len(row.get("warnings", ()))}
                           for row in rows], schema=schema)

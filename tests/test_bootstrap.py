@@ -34,7 +34,7 @@ def tied_data(n, rng, *, accuracy=0.7, levels=3, bins=15, estimator="mean"):
     return RowData(
         correct=correct,
         scores={"s": score, "q": np.log(confidence)},
-        log_confidence={"q": np.log(confidence)},
+        confidence={"q": confidence},
         row_means={"nll": rng.exponential(size=n), "q.brier": rng.random(n)},
         risks=RISKS, coverages=COVERAGES, estimator=estimator, bins=bins,
     )
@@ -48,7 +48,7 @@ def plain_metrics(data: RowData, rows: np.ndarray) -> dict:
         curve = selective.risk_coverage(score[rows], correct)
         out[name] = selective.selective_metrics(curve, risks=data.risks, coverages=data.coverages,
                                                 estimator=data.estimator)
-    q = np.exp(data.log_confidence["q"][rows])
+    q = data.confidence["q"][rows]
     out["q"].update(
         ece=calibration.expected_calibration_error(q, correct, data.bins),
         aece=calibration.adaptive_calibration_error(q, correct, data.bins),
@@ -95,6 +95,24 @@ def test_resampled_metrics_on_small_and_degenerate_data(accuracy, n):
     counts[0] = 0
     counts[0, 0] = n  # one row drawn n times: a single tie group
     assert_resamples_match(data, counts)
+
+
+@pytest.mark.parametrize("levels,bins,n", [(1, 15, 300), (3, 4, 300), (50, 15, 300), (2, 15, 7), (2, 4, 1)])
+def test_resampled_mbls_aece_equals_the_plain_one_on_the_repeated_rows(levels, bins, n):
+    """--aece-estimator mbls keeps its interval: each resample's value is the MbLS estimator of its rows."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(levels * 31 + bins + n)
+    data = replace(tied_data(n, rng, levels=levels, bins=bins), aece_estimator="mbls")
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=6)
+    counts[0] = 0
+    counts[0, 0] = n
+    draws = np.stack([np.repeat(np.arange(data.n), c) for c in counts])
+    got = resample_metrics(data, draws)["q"]["aece"]
+    for i, row_counts in enumerate(counts):
+        rows = np.repeat(np.arange(data.n), row_counts)
+        want = calibration.mbls_adaptive_calibration_error(data.confidence["q"][rows], data.correct[rows], bins)
+        assert got[i] == pytest.approx(want, abs=TOL, rel=0), i
 
 
 def test_a_resample_without_errors_has_undefined_auroc_and_fpr95():

@@ -79,9 +79,9 @@ def test_histogram_axis_ends_at_the_next_power_of_ten():
 def fake_model(confidence, correct, name="fake"):
     confidence, correct = np.asarray(confidence, float), np.asarray(correct, bool)
     data = plots.reliability_data(confidence, correct, 10)
-    rows = SimpleNamespace(log_msp=np.log(confidence), correct=correct, temp_log_msp=None)
+    rows = SimpleNamespace(log_msp=np.log(confidence), correct=correct)
     return SimpleNamespace(name=name, n_eval=confidence.size, rows=rows, scores={"msp": {"ece": data.ece()}},
-                           num_classes=2)
+                           num_classes=2, confidences={"msp": confidence})
 
 
 def gap_bars(figure):
@@ -308,7 +308,7 @@ def test_every_registered_score_is_drawn_with_its_own_colour():
     assert len({(line.get_color(), str(line.get_linestyle())) for line in lines}) == len(names)
     overlay = plots.figure_rc_overlay([m, m])
     assert [ax.get_title() for ax in overlay.axes if ax.get_visible()] == [plots.SCORE_LABELS.get(n, n) for n in names]
-    probability = [n for n in names if REGISTRY[n].probability]
+    probability = [n for n in names if REGISTRY[n].has_probabilities]
     reliability = plots.figure_reliability(m, 15)
     assert len(reliability.axes) == 2 * len(probability)
     for name in probability:  # each panel's bins give the reported ECE

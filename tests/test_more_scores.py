@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ref_selective  # noqa: E402
 
-from selcal import posthoc, scores  # noqa: E402
+from selcal import scores  # noqa: E402
+from selcal.scores import fits as posthoc  # noqa: E402
 from selcal.evaluate import Options, measure_arrays  # noqa: E402
 from selcal.report import LEADERBOARD_COLUMNS, leaderboard  # noqa: E402
 
@@ -70,7 +71,7 @@ def reference(name, row):
 
 def compute(name, logits):
     terms = scores.ChunkTerms(np.asarray(logits, dtype=np.float64))
-    return scores.REGISTRY[name].compute(terms, None)
+    return scores.REGISTRY[name].score(terms, None)
 
 
 # ------------------------------------------------------------------ hand-worked row
@@ -232,10 +233,9 @@ def test_every_registered_score_is_described_and_in_all():
     assert Options(scores=("all",)).scores == tuple(scores.REGISTRY)
     assert Options().scores == ("msp", "max_logit", "pnorm", "temp")
     for name, spec in scores.REGISTRY.items():
-        assert spec.name == name and spec.summary
+        assert spec.name == name and spec.description
         assert f"aurc_{name}" in LEADERBOARD_COLUMNS
-        if spec.needs_validation and spec.compute is not None:
-            assert spec.fit is not None
+        assert spec.score is not None or spec.has_probabilities
 
 
 def test_the_original_four_are_unchanged_by_the_new_scores(h):

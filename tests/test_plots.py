@@ -155,8 +155,8 @@ def test_rc_figure_draws_the_computed_curves(pair):
 # ===================================================================== 2. reliability
 def test_reliability_bins_give_the_reported_ece(pair):
     model = pair.models[0]
-    for score, log_msp in (("msp", model.rows.log_msp), ("temp", model.rows.temp_log_msp)):
-        data = plots.reliability_data(np.exp(log_msp), model.rows.correct, 15)
+    for score in ("msp", "temp"):
+        data = plots.reliability_data(model.confidences[score], model.rows.correct, 15)
         assert data.count.sum() == model.n_eval
         assert data.ece() == pytest.approx(model.scores[score]["ece"], abs=1e-15)
         assert data.overall_accuracy == pytest.approx(model.accuracy)

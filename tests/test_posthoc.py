@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selcal import posthoc
+from selcal.scores import fits as posthoc
 from selcal.evaluate import Options, evaluate_arrays, evaluate_dump, holdout_mask, split_rows
 from selcal.io import Dump
 
@@ -620,7 +620,7 @@ def test_fraction_sanity():
 def test_temperature_by_aurc_is_the_best_of_an_explicit_loop_over_the_grid():
     """--temp-objective aurc: T is the grid point (around * 2**(j/8), |j| <= 48) whose MSP has the
     lowest validation AURC, ties to the point nearest the centre; checked with a brute-force AURC."""
-    from selcal.posthoc import fit_temperature_by_aurc
+    from selcal.scores.fits import fit_temperature_by_aurc
 
     rng = np.random.default_rng(3)
     n, k = 400, 5
@@ -670,7 +670,7 @@ def test_a_gradient_at_zero_that_is_zero_in_exact_arithmetic_keeps_t_one_never_a
     labels = np.array([6, 3, 0, 4, 3, 5, 6, 6, 1])
     exact = sum(sum(Fraction(v) for v in row) / 7 - Fraction(row[y]) for row, y in zip(logits, labels))
     assert exact == 0
-    from selcal.posthoc import fit_temperature
+    from selcal.scores.fits import fit_temperature
 
     fit = fit_temperature(logits, labels)
     assert fit.temperature == 1.0 and fit.fallback == "no better than uniform"

@@ -292,7 +292,7 @@ class TestPnormLargeP:
         assert grid[1, 1] == approx(1.0, rel=1e-5)  # x = (2, -1, -1): max x / max |x| = 1
 
     def test_p_search_over_a_large_grid_uses_the_exact_scores(self):
-        from selcal import posthoc
+        from selcal.scores import fits as posthoc
 
         logits, labels = _sample_rows(300)
         fit = posthoc.fit_pnorm(logits, labels, (2, 2000))

@@ -28,16 +28,35 @@ PLOT_FORMATS = ("png", "svg", "pdf")
 # Longest user text, in characters, in a title, a legend entry and a tick label (see user_text).
 NAME_LIMITS = {"title": 70, "legend": 40, "tick": 28}
 
-SCORE_LABELS = {
-    "msp": "MSP",
-    "max_logit": "max logit",
-    "pnorm": "p-norm",
-    "temp": "temperature-scaled MSP",
-}
-SCORE_COLOURS = {"msp": "#1f77b4", "max_logit": "#ff7f0e", "pnorm": "#2ca02c", "temp": "#9467bd"}
-# temp ranks almost like msp: dashed, so that the curve beneath stays visible.
-SCORE_STYLES = {"temp": (0, (5, 2))}
-# Scores of selcal.scores.REGISTRY beyond the four above take these colours in registry order.
+class _FromRegistry:
+    """A score's label, colour or line style in the figures, asked of its registry entry
+    (``SCORE_LABELS["temp"]``); a column of the file read as a score has none (its label: its name)."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def _of(self, name: str):
+        entry = REGISTRY.get(name)
+        return None if entry is None else entry.shown_as if self.field == "label" else getattr(entry, self.field)
+
+    def get(self, name: str, default=None):
+        value = self._of(name)
+        return value if value is not None else (name if default is None and self.field == "label" else default)
+
+    def __getitem__(self, name: str):
+        value = self._of(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: str) -> bool:
+        return self._of(name) is not None
+
+
+SCORE_LABELS = _FromRegistry("label")
+SCORE_COLOURS = _FromRegistry("colour")
+SCORE_STYLES = _FromRegistry("line")
+# Scores of selcal.scores.REGISTRY without a colour of their own take these colours in registry order.
 EXTRA_SCORE_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#d62728")
 
 
@@ -50,7 +69,7 @@ def score_colour(name: str) -> str:
 
 
 def score_style(name: str):
-    """Dashed for temp; dash-dotted for a registry score past the sixth extra colour."""
+    """The entry's line style (temp: dashed); dash-dotted for a registry score past the sixth extra colour."""
     if name in SCORE_STYLES:
         return SCORE_STYLES[name]
     extra = [n for n in REGISTRY if n not in SCORE_COLOURS]
@@ -174,16 +193,9 @@ def pct(value) -> str:
 
 
 def score_detail(name: str, model) -> str:
-    """What was fitted for a score: ' (p = 2)', ' (falls back to MSP)', ' (T = 2.28)' or ''."""
-    metrics = model.scores.get(name, {})
-    if name == "pnorm":
-        if metrics.get("fallback"):
-            return " (falls back to MSP)"
-        if metrics.get("p") is not None:
-            return f" (p = {metrics['p']})"
-    if name == "temp" and metrics.get("temperature") is not None:
-        return f" (T = {metrics['temperature']:.2f})"
-    return ""
+    """What was fitted for a score (its registry entry's ``legend``): ' (p = 2)', ' (T = 2.28)' or ''."""
+    entry = REGISTRY.get(name)
+    return entry.legend(model.scores.get(name, {})) if entry is not None and entry.legend is not None else ""
 
 
 def score_label(name: str, model=None) -> str:

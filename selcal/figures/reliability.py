@@ -16,19 +16,13 @@ __all__ = ["figure_reliability", "probability_scores", "GAP_STYLES"]
 
 
 def probability_scores(model) -> list[tuple[str, np.ndarray]]:
-    """(score, top-label confidence per row) for the probability scores of a model: msp and
-    temp from the per-row reduction, any other probability score of the registry from its
-    per-row value (the log of its top-class probability), and a score column read as a
+    """(score, top-label confidence per row) for the probability scores of a model: every score
+    of the registry with probabilities (``model.confidences``), and a score column read as a
     probability (it has an ECE; ``--score-col``, or a file with no logits) as it is."""
     out = []
     for name in model.scores:
-        if name == "msp":
-            out.append(("msp", np.exp(model.rows.log_msp)))
-        elif name == "temp":
-            if model.rows.temp_log_msp is not None:
-                out.append(("temp", np.exp(model.rows.temp_log_msp)))
-        elif getattr(REGISTRY.get(name), "probability", False) and name in model.score_values:
-            out.append((name, np.exp(np.asarray(model.score_values[name], dtype=np.float64))))
+        if name in getattr(model, "confidences", {}):  # a score with probabilities: its top-label probability
+            out.append((name, np.asarray(model.confidences[name], dtype=np.float64)))
         elif name not in REGISTRY and "ece" in model.scores[name] and name in model.score_values:
             out.append((name, np.asarray(model.score_values[name], dtype=np.float64)))
     return out

@@ -116,7 +116,7 @@ def _validate(fmt: str, ls_alpha, at_coverage: float, n_models: int) -> list:
 
 
 def _has_probability_score(model) -> bool:
-    return any(getattr(REGISTRY.get(name), "probability", False) or (name not in REGISTRY and "ece" in metrics)
+    return any(getattr(REGISTRY.get(name), "has_probabilities", False) or (name not in REGISTRY and "ece" in metrics)
                for name, metrics in model.scores.items())
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import scores as scoring
+from ..scores import REGISTRY
 from ..errors import SelcalError
 from ..io import Outputs
 from ..io.segmentation import image_file, is_segmentation_folder, read_image
@@ -79,30 +79,14 @@ def rank_map_data(image: str, score: str, cell_values: np.ndarray, predictions: 
 
 
 def cell_scores(logits: np.ndarray, model) -> dict[str, np.ndarray]:
-    """Every score of ``model`` for the rows of ``logits`` (N, K), with its fitted T and p.
-
-    The same values the evaluation gives those rows. Scores fitted by the registry's own
-    fits (other than pnorm and temp) are left out: the result does not keep their fit.
-    """
+    """Every score of ``model`` for the rows of ``logits`` (N, K), with its fitted state
+    (``model.states``): the same values the evaluation gives those rows. Columns of the file
+    read as scores are left out (an image has none)."""
     x = np.asarray(logits, dtype=np.float64)
     if x.shape[1] == 1:
         x = np.concatenate([np.zeros_like(x), x], axis=1)
-    out = {}
-    for name, metrics in model.scores.items():
-        if name == "msp":
-            out[name] = scoring.log_msp(x)
-        elif name == "max_logit":
-            out[name] = scoring.max_logit(x)
-        elif name == "pnorm":
-            out[name] = scoring.log_msp(x) if metrics.get("fallback") else \
-                scoring.pnorm(x, int(metrics["p"]), bool(metrics.get("center", True)))
-        elif name == "temp":
-            out[name] = scoring.log_msp(x, 1.0 / float(metrics["temperature"]))
-        else:
-            spec = getattr(scoring, "REGISTRY", {}).get(name)
-            if spec is not None and spec.compute is not None and spec.fit is None:
-                out[name] = spec.compute(scoring.ChunkTerms(x), None)
-    return out
+    return {name: REGISTRY[name].values(x, model.states.get(name)) for name in model.scores
+            if name in REGISTRY and (not REGISTRY[name].needs_fit or name in model.states)}
 
 
 def choose_images(models, count: int = DEFAULT_RANK_MAPS, *, score: str | None = None) -> list[int]:

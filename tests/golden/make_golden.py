@@ -84,7 +84,8 @@ def write(out: Path) -> None:
     runner = CliRunner()
     for name, argv in runs(str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)):
         result = runner.invoke(app, argv, env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
-        if result.exit_code not in (0, 1):  # check/compare exit 1 on a regression: still an output
+        crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+        if crashed or result.exit_code not in (0, 1):  # check/compare exit 1 on a regression: still an output
             raise SystemExit(f"{name}: exit {result.exit_code}\n{result.output}\n{result.exception!r}")
         text = result.stdout.replace(str(out), "OUT")
         (out / f"{name}.txt").write_text(f"exit {result.exit_code}\n{text}")

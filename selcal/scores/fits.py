@@ -1,4 +1,4 @@
-"""Post-hoc scores fitted on the validation split: temperature and the p of p-norm.
+"""Fits on the validation split: temperature, the p of p-norm, (p, T) of pNormSoftmax.
 
 Both fits read validation rows only (CONVENTIONS.md, "Scores" and "Validation split").
 """
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import scores
-from .selective import augrc, aurc, risk_coverage
+from . import functions as scores
+from ..selective import augrc, aurc, risk_coverage
 
 __all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
            "PnormSoftmaxFit", "fit_pnorm_softmax", "PNORM_SOFTMAX_T_GRID",
@@ -47,6 +47,7 @@ class TemperatureFit:
     fallback: str | None = None
     objective: str = "nll"
     val_objective: float | None = None  # the validation AURC, when T was chosen by AURC
+    nll_temperature: float | None = None  # the NLL-optimal T, when T was chosen by AURC
 
 
 class _ScaledNll:

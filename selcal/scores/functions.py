@@ -1,5 +1,8 @@
 """Confidence scores from logits (CONVENTIONS.md, "Scores"). Pure functions of arrays.
 
+The registry that names them is :mod:`selcal.scores.registry`; the built-in entries are in
+:mod:`selcal.scores.builtin`.
+
 All functions take a float64 logit matrix of shape (N, K) with K >= 2 and return one
 float64 value per row (higher = more confident).
 """
@@ -7,21 +10,14 @@ float64 value per row (higher = more confident).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 __all__ = [
     "row_chunks",
-    "SCORE_NAMES",
-    "PROBABILITY_SCORES",
-    "Score",
+    "CHUNK_ELEMENTS",
+    "exact_mean",
+    "row_sums",
     "ChunkTerms",
-    "REGISTRY",
-    "register_score",
-    "score_names",
     "energy",
     "negative_entropy",
     "margin",
@@ -34,8 +30,6 @@ __all__ = [
     "pnorm",
     "pnorm_grid",
 ]
-
-SCORE_NAMES = ("msp", "max_logit", "pnorm", "temp")  # the default of --scores; every name: REGISTRY
 
 # Up to this many classes, per-row sums run over the terms sorted ascending: rows that are
 # permutations of one another then get bit-identical scores (and tie, as they do exactly),
@@ -73,7 +67,6 @@ def row_sums(terms: np.ndarray) -> np.ndarray:
     if terms.shape[1] <= SORTED_SUM_MAX_CLASSES:
         return np.sort(terms, axis=1).sum(axis=1)
     return terms.sum(axis=1)
-PROBABILITY_SCORES = ("msp", "temp")
 
 
 def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0, pred: np.ndarray | None = None):
@@ -283,6 +276,13 @@ class ChunkTerms:
     def __init__(self, logits: np.ndarray, terms: tuple | None = None):
         self.logits = logits
         self._terms = terms
+        self._cache: dict = {}
+
+    def cached(self, key, compute):
+        """``compute()`` once per chunk for ``key`` (e.g. a score's values read by two entries)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     @property
     def softmax(self) -> tuple:
@@ -304,7 +304,7 @@ class ChunkTerms:
 
     @property
     def top(self) -> np.ndarray:
-        return self.logits[np.arange(self.logits.shape[0]), self.pred]
+        return self.cached("top", lambda: self.logits[np.arange(self.logits.shape[0]), self.pred])
 
     @property
     def log_msp(self) -> np.ndarray:
@@ -379,100 +379,3 @@ def gini(logits: np.ndarray, terms: ChunkTerms | None = None) -> np.ndarray:
     t = _terms(logits, terms)
     denominator = 1.0 + t.rest
     return (1.0 + row_sums(t.exps * t.exps)) / (denominator * denominator)
-
-
-@dataclass(frozen=True)
-class Score:
-    """One confidence score of the registry (higher = more confident).
-
-    name, summary : the name used by ``--scores`` and in reports; one line saying what it is.
-    compute : ``(ChunkTerms, fit) -> float64 (N,)``, the score of every row of a chunk (for a
-        probability score: the log of the top-class probability). ``None`` for the four
-        original scores, which :mod:`selcal.evaluate` computes with the shared per-row
-        numbers (NLL, Brier, class-wise bins) in the same pass.
-    probability : the score is (the log of) a probability of the top class, so the
-        calibration metrics apply to it.
-    needs_validation : fitted on the validation rows; ``fit(val_logits, val_labels, options)``
-        returns what ``compute`` and ``describe`` read.
-    describe : ``fit -> dict`` of keys added to the score's metrics (the fitted values).
-    note : ``metrics -> str``, a line under the terminal table (optional).
-    """
-
-    name: str
-    summary: str
-    compute: Callable[[ChunkTerms, Any], np.ndarray] | None = None
-    probability: bool = False
-    needs_validation: bool = False
-    fit: Callable[..., Any] | None = None
-    describe: Callable[[Any], dict] | None = None
-    note: Callable[[dict], str] | None = None
-
-
-REGISTRY: dict[str, Score] = {}
-
-
-def register_score(score: Score) -> Score:
-    """Add a score to :data:`REGISTRY` (its order is the order of report columns)."""
-    if score.name in REGISTRY or score.name == "all":
-        raise ValueError(f"score {score.name!r} is already registered")
-    REGISTRY[score.name] = score
-    return score
-
-
-def score_names(text_or_names) -> tuple[str, ...]:
-    """The registered names meant by ``"all"`` or a list of names, in registry order.
-
-    Examples
-    --------
-    >>> score_names(["temp", "msp"])
-    ('msp', 'temp')
-    >>> score_names(["all"])[:4]
-    ('msp', 'max_logit', 'pnorm', 'temp')
-    """
-    names = list(text_or_names)
-    if "all" in names:
-        return tuple(REGISTRY)
-    return tuple(name for name in REGISTRY if name in names) + tuple(
-        dict.fromkeys(name for name in names if name not in REGISTRY))
-
-
-def _pnorm_softmax(t: ChunkTerms, fit) -> np.ndarray:
-    if fit.fallback:
-        return t.log_msp
-    return log_msp(normalised_logits(t.logits, fit.p, fit.center), 1.0 / fit.temperature)
-
-
-def _fit_pnorm_softmax(val_logits, val_labels, options):
-    from .posthoc import fit_pnorm_softmax
-
-    return fit_pnorm_softmax(val_logits, val_labels, options.p_grid, center=options.center,
-                             estimator=options.aurc_estimator)
-
-
-def _describe_pnorm_softmax(fit) -> dict:
-    return dict(p=fit.p, temperature=fit.temperature, fallback=fit.fallback, center=fit.center, objective="aurc",
-                val_objective=fit.val_objective, val_objective_msp=fit.val_objective_msp)
-
-
-def _note_pnorm_softmax(metrics: dict) -> str:
-    centre = "centred" if metrics["center"] else "uncentred"
-    return (f"pnorm_softmax: p = {metrics['p']}, T = {metrics['temperature']:.4g} ({centre}, by validation AURC)"
-            + ("; falls back to MSP, which is no worse on validation" if metrics["fallback"] else ""))
-
-
-for _score in (
-    Score("msp", "maximum softmax probability", probability=True),
-    Score("max_logit", "largest logit"),
-    Score("pnorm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC", needs_validation=True),
-    Score("temp", "temperature-scaled MSP, T fitted by validation NLL", probability=True, needs_validation=True),
-    Score("energy", "logsumexp of the logits (negative free energy)", compute=lambda t, fit: energy(None, t)),
-    Score("entropy", "negative entropy of the softmax, sum_k p_k log p_k", compute=lambda t, fit: negative_entropy(None, t)),
-    Score("margin", "p_(1) - p_(2), gap between the two largest probabilities", compute=lambda t, fit: margin(None, t)),
-    Score("logit_margin", "v_(1) - v_(2), gap between the two largest logits", compute=lambda t, fit: logit_margin(None, t)),
-    Score("gini", "sum_k p_k^2 (DOCTOR)", compute=lambda t, fit: gini(None, t)),
-    Score("pnorm_softmax", "MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
-          compute=_pnorm_softmax, probability=True, needs_validation=True, fit=_fit_pnorm_softmax,
-          describe=_describe_pnorm_softmax, note=_note_pnorm_softmax),
-):
-    register_score(_score)
-del _score

@@ -1,0 +1,159 @@
+"""The built-in scores: one registry entry each (CONVENTIONS.md, "Scores").
+
+msp, max_logit, pnorm and temp are entries like the rest; their order here is the order of
+the report's columns. A new built-in score is one entry below (plus its functions in
+:mod:`selcal.scores.functions` or its fit in :mod:`selcal.scores.fits`, and its tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import fits
+from .functions import ChunkTerms, energy, gini, logit_margin, margin, negative_entropy, normalised_logits, pnorm
+from .registry import BoardColumn, Score, add
+
+__all__: list[str] = []
+
+
+def _number(value: float) -> str:
+    """Four decimals, or four significant digits beyond 1e6 (as the tables show numbers)."""
+    return f"{value:.4f}" if abs(value) < 1e6 else f"{value:.4g}"
+
+
+# ------------------------------------------------------------------------------ msp
+add(Score(
+    "msp", "maximum softmax probability",
+    softmax=lambda t, state: (t.logits, 1.0, None), label="MSP", colour="#1f77b4", own_predictions=False,
+    reports=(),  # its NLL, Brier and class-wise ECE are the model's own (model level)
+    leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
+                             rank=2, short="ECE", title="ECE before T: msp"),),
+))
+
+# ------------------------------------------------------------------------ max_logit
+add(Score("max_logit", "largest logit", score=lambda t, state: t.top, label="max logit", raw_logits=True,
+          colour="#ff7f0e"))
+
+
+# ---------------------------------------------------------------------------- pnorm
+def _fit_pnorm(val_logits, val_labels, options) -> fits.PnormFit:
+    return fits.fit_pnorm(val_logits, val_labels, options.p_grid, center=options.center,
+                          objective=options.pnorm_objective, estimator=options.aurc_estimator)
+
+
+def _pnorm_values(t: ChunkTerms, state) -> object:
+    return t.cached(("pnorm", state.p, state.center), lambda: pnorm(t.logits, state.p, state.center))
+
+
+def _pnorm_note(m: dict) -> str:
+    centre = "centred" if m["center"] else "uncentred"
+    return (f"pnorm: p = {m['p']} ({centre}, by validation {str(m.get('objective', 'aurc')).upper()})"
+            + ("; falls back to MSP, which is no worse on validation" if m["fallback"] else ""))
+
+
+add(Score(
+    "pnorm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC",
+    score=lambda t, state: t.log_msp if state.fallback else _pnorm_values(t, state),
+    fit=_fit_pnorm, label="p-norm", raw_logits=True, colour="#2ca02c",
+    options=("p_grid", "center", "pnorm_objective"),
+    describe=lambda state, measured: dict(
+        p=state.p, fallback=state.fallback, center=state.center, objective=state.objective,
+        val_objective={str(p): v for p, v in state.val_objective.items()}, val_objective_msp=state.val_objective_msp),
+    note=_pnorm_note, note_rank=1,
+    legend=lambda m: " (falls back to MSP)" if m.get("fallback") else f" (p = {m['p']})" if m.get("p") is not None
+    else "",
+    probability_when=lambda m: bool(m.get("fallback")),  # it is MSP then
+    # the p-norm score at the chosen p even when it falls back to MSP: the p-norm-given-v_max figure
+    extra_rows=lambda t, state, options: {"pnorm": _pnorm_values(t, state)}
+    if options.logit_profile or not state.fallback else {},
+    leaderboard=(
+        BoardColumn("p", "p", lambda s: s.get("pnorm", {}).get("p"), kind="int", lower_is_better=None,
+                    flag=lambda s: s["pnorm"].get("fallback") if "pnorm" in s else None, flag_key="pnorm_fallback",
+                    flag_note="p (fb): pnorm fell back to MSP, no better on validation"),
+        BoardColumn("pnorm_gain", "pnorm gain",
+                    lambda s: s["msp"]["aurc"] - s["pnorm"]["aurc"] if "msp" in s and "pnorm" in s else None,
+                    lower_is_better=False, place="summary", rank=1, short="gain",
+                    note="(pnorm) gain = AURC(msp) - AURC(pnorm)"),
+    ),
+))
+
+
+# ----------------------------------------------------------------------------- temp
+def _fit_temp(val_logits, val_labels, options) -> fits.TemperatureFit:
+    fit = fits.fit_temperature(val_logits, val_labels)
+    if options.temp_objective == "aurc":
+        temperature, val_aurc = fits.fit_temperature_by_aurc(val_logits, val_labels, fit.temperature,
+                                                             estimator=options.aurc_estimator)
+        fit = replace(fit, temperature=temperature, gradient=None, objective="aurc", val_objective=val_aurc,
+                      nll_after=fits.mean_nll(val_logits, val_labels, 1.0 / temperature),
+                      nll_temperature=fit.temperature)
+    return fit
+
+
+def _temp_warnings(fit: fits.TemperatureFit) -> list[str]:
+    out = []
+    if fit.fallback:
+        out.append(f"temperature not identifiable ({fit.fallback} on the validation rows): T = 1 kept")
+    if fit.nll_temperature is not None and not 1 / 63 < fit.temperature / fit.nll_temperature < 63:
+        out.append(f"the validation AURC is lowest at the edge of the temperature grid (T = "
+                   f"{fit.temperature:.4g}, a factor 64 from the NLL-optimal {fit.nll_temperature:.4g})")
+    return out
+
+
+def _temp_note(t: dict) -> str:
+    chosen = "by validation AURC, " if t.get("objective") == "aurc" else ""
+    return (f"temp: T = {_number(t['temperature'])} ({chosen}validation NLL "
+            f"{_number(t['val_nll_before'])} -> {_number(t['val_nll_after'])})")
+
+
+add(Score(
+    "temp", "temperature-scaled MSP, T fitted by validation NLL",
+    softmax=lambda t, state: (t.logits, 1.0 / state.temperature, t.pred),
+    fit=_fit_temp, label="temperature-scaled MSP", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
+    own_predictions=False, options=("temp_objective",), warnings=_temp_warnings, note=_temp_note, note_rank=0,
+    interval_keys=("temperature",),
+    legend=lambda m: f" (T = {m['temperature']:.2f})" if m.get("temperature") is not None else "",
+    describe=lambda state, measured: dict(
+        temperature=state.temperature, **measured, val_nll_before=state.nll_before, val_nll_after=state.nll_after,
+        gradient=state.gradient, temperature_fallback=state.fallback, objective=state.objective),
+    leaderboard=(BoardColumn("ece_temp", "ECE temp", lambda s: s.get("temp", {}).get("ece"), place="summary",
+                             rank=3, short="ECE T", note="ECE before/after (T) temperature scaling",
+                             title="ECE after T: temp"),
+                 BoardColumn("T", "T", lambda s: s.get("temp", {}).get("temperature"), kind="num", place="report",
+                             rank=4, lower_is_better=None)),
+))
+
+# ------------------------------------------------------------- scores of the logits alone
+add(Score("energy", "logsumexp of the logits (negative free energy)", score=lambda t, state: energy(None, t),
+          raw_logits=True))
+add(Score("entropy", "negative entropy of the softmax, sum_k p_k log p_k",
+          score=lambda t, state: negative_entropy(None, t)))
+add(Score("margin", "p_(1) - p_(2), gap between the two largest probabilities",
+          score=lambda t, state: margin(None, t)))
+add(Score("logit_margin", "v_(1) - v_(2), gap between the two largest logits",
+          score=lambda t, state: logit_margin(None, t)))
+add(Score("gini", "sum_k p_k^2 (DOCTOR)", score=lambda t, state: gini(None, t)))
+
+
+# -------------------------------------------------------------------- pnorm_softmax
+def _fit_pnorm_softmax(val_logits, val_labels, options) -> fits.PnormSoftmaxFit:
+    return fits.fit_pnorm_softmax(val_logits, val_labels, options.p_grid, center=options.center,
+                                  estimator=options.aurc_estimator)
+
+
+def _pnorm_softmax_note(m: dict) -> str:
+    centre = "centred" if m["center"] else "uncentred"
+    return (f"pnorm_softmax: p = {m['p']}, T = {m['temperature']:.4g} ({centre}, by validation AURC)"
+            + ("; falls back to MSP, which is no worse on validation" if m["fallback"] else ""))
+
+
+add(Score(
+    "pnorm_softmax", "MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
+    softmax=lambda t, state: (t.logits, 1.0, None) if state.fallback else
+    (normalised_logits(t.logits, state.p, state.center), 1.0 / state.temperature, None),
+    fit=_fit_pnorm_softmax, raw_logits=True, own_predictions=False, reports=(), options=("p_grid", "center"),
+    describe=lambda state, measured: dict(
+        p=state.p, temperature=state.temperature, fallback=state.fallback, center=state.center, objective="aurc",
+        val_objective=state.val_objective, val_objective_msp=state.val_objective_msp),
+    note=_pnorm_softmax_note,
+))

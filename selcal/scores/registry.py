@@ -1,0 +1,292 @@
+"""The score registry: every question asked of a score by name is answered by its entry.
+
+A score turns a chunk of logits into one confidence per row (higher = more confident),
+optionally after a fit on the validation rows, and optionally with the N x K probabilities
+of the classifier it stands for (then the calibration metrics, NLL, Brier and class-wise
+ECE apply to it). Everything else in selcal (the evaluation plan, the bootstrap and its
+refits, the JSON, the tables, the leaderboard, the figures, the HTML report, ``check`` and
+``compare``, the options that have no effect) asks the entries below; no other module
+lists score names.
+
+Adding a score is one :class:`Score` entry (built in: in :mod:`selcal.scores.builtin`;
+from your own code: :func:`register_score`; from a package: an entry point of the group
+``selcal.scores`` naming a :class:`Score` or a function that registers scores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .functions import ChunkTerms, log_msp
+
+__all__ = ["Score", "REGISTRY", "add", "register_score", "score_names", "get", "fitted", "load_entry_points",
+           "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "selcal.scores"
+
+
+@dataclass(frozen=True)
+class Score:
+    """One confidence score (higher = more confident) and every fact about it.
+
+    Parameters
+    ----------
+    name : its name in ``--scores``, the JSON, the tables and the leaderboard (``aurc_NAME``).
+    description : one line saying what it is (``--help``, the README table).
+    score : ``(terms, state) -> float64 (N,)``, the confidence of every row of a chunk;
+        ``terms`` is a :class:`~selcal.scores.functions.ChunkTerms` (``terms.logits`` is the
+        float64 chunk, ``terms.softmax`` the shared softmax terms at T = 1), ``state`` what
+        ``fit`` returned (None for a score without a fit). A probability score may return
+        the log of its top-label probability (same order, more precision near 1): say so
+        with ``log_confidence=True``.
+    fit : ``(val_logits, val_labels, options) -> state``, fitted on the validation rows only
+        (and again on every resample of ``--bootstrap-refit``). ``options`` is the
+        :class:`~selcal.options.Options` of the run.
+    probabilities : ``(terms, state) -> float64 (N, K)``, the probabilities of the classifier
+        the score stands for: then ECE, adaptive ECE, MCE, NLL, Brier and class-wise ECE are
+        computed from them, and, when ``own_predictions``, its own top label decides which
+        rows are errors (CONVENTIONS.md, "Post-hoc calibrators").
+    softmax : built-in fast path of ``probabilities``: ``(terms, state) -> (z, beta, pred)``
+        when the probabilities are softmax(beta z) (``pred``: their argmax if known, else None).
+    label : its name for people (figure legends and titles); default ``name``.
+    raw_logits : it reads the logits' scale, not only their differences within a row, so it
+        means nothing when the logits are log-probabilities (or probabilities).
+    own_predictions : its probabilities may have another argmax than the logits (a
+        calibrator): its accuracy is reported and its errors are its own.
+    reports : which per-row probability metrics it reports beyond ECE, adaptive ECE and MCE
+        (``("nll", "brier", "cece")``; ``()`` when they are the model's own, as for msp).
+    describe : ``(state, measured) -> dict``, the keys written after its metrics in the JSON
+        (the fitted values; ``measured`` holds its NLL, Brier and class-wise ECE when it
+        reports them). Default: ``measured``, then ``{"state": state}`` when fitted.
+    note : ``metrics -> str``, the fit note under the table and in the HTML report.
+    note_rank : where its note stands among the notes (lower first).
+    warnings : ``state -> list[str]``, warnings about the data that the fit found.
+    options : the fields of Options its fit or its values read (an option that no chosen score
+        reads is named as ignored by the CLI).
+    interval_keys : keys of ``describe`` that get a bootstrap interval when refitted (``temperature``).
+    probability_when : ``metrics -> bool``, whether its values are probabilities for this fit
+        (default: it has probabilities); e.g. pnorm when it falls back to MSP.
+    extra_rows : ``(terms, state, options) -> dict``, further per-row arrays kept for the figures.
+    legend : ``metrics -> str``, what was fitted, in a figure legend (``" (T = 2.28)"``).
+    colour : its colour in the figures (None: the next colour of the cycle).
+    line : its line style in the figures (None: solid).
+    leaderboard : columns it adds to the leaderboard, after its AURC (see :class:`BoardColumn`).
+    """
+
+    name: str
+    description: str = ""
+    score: Callable[[ChunkTerms, Any], np.ndarray] | None = None
+    fit: Callable[[np.ndarray, np.ndarray, Any], Any] | None = None
+    probabilities: Callable[[ChunkTerms, Any], np.ndarray] | None = None
+    softmax: Callable[[ChunkTerms, Any], tuple] | None = None
+    label: str | None = None
+    raw_logits: bool = False
+    own_predictions: bool = True
+    log_confidence: bool = False
+    reports: tuple[str, ...] = ("nll", "brier", "cece")
+    describe: Callable[[Any, dict], dict] | None = None
+    note: Callable[[dict], str] | None = None
+    note_rank: int = 100
+    warnings: Callable[[Any], list] | None = None
+    options: tuple[str, ...] = ()
+    interval_keys: tuple[str, ...] = ()
+    probability_when: Callable[[dict], bool] | None = None
+    extra_rows: Callable[[ChunkTerms, Any, Any], dict] | None = None
+    legend: Callable[[dict], str] | None = None
+    colour: str | None = None
+    line: Any = None
+    leaderboard: tuple = ()
+
+    @property
+    def needs_fit(self) -> bool:
+        """Fitted on the validation rows (so it needs some)."""
+        return self.fit is not None
+
+    @property
+    def refitted(self) -> bool:
+        """Refitted on every resample of ``--bootstrap-refit``: every fitted score is."""
+        return self.fit is not None
+
+    @property
+    def has_probabilities(self) -> bool:
+        """It yields probabilities, so the calibration metrics apply to it."""
+        return self.probabilities is not None or self.softmax is not None
+
+    @property
+    def shown_as(self) -> str:
+        """Its name for people (figures, report)."""
+        return self.label or self.name
+
+    def is_probability(self, metrics: dict) -> bool:
+        """Whether its values (as kept: exp of a log confidence) are probabilities, given its metrics."""
+        if self.probability_when is not None:
+            return bool(self.probability_when(metrics))
+        return self.has_probabilities
+
+    def values(self, logits: np.ndarray, state=None) -> np.ndarray:
+        """Its values on rows of ``logits`` (e.g. the pixels of one image) with a fitted ``state``:
+        those the evaluation gives the same rows."""
+        terms = ChunkTerms(np.asarray(logits, dtype=np.float64))
+        if self.score is not None:
+            return self.score(terms, state)
+        if self.probabilities is not None:
+            return np.max(self.probabilities(terms, state), axis=1)
+        z, beta, _ = self.softmax(terms, state)
+        return log_msp(z, beta)
+
+    def json_keys(self, state, measured: dict) -> dict:
+        """The keys written after its metrics in the JSON."""
+        if self.describe is not None:
+            return self.describe(state, measured)
+        return {**measured, **({"state": state} if self.fit is not None else {})}
+
+
+@dataclass(frozen=True)
+class BoardColumn:
+    """A leaderboard column a score adds (e.g. pnorm's ``p``, temp's ``ece_temp``).
+
+    ``key``: the column; ``header``, ``short``: its header (wide, narrow terminal); ``kind``:
+    ``pct``, ``int``, ``num`` or ``text``; ``lower_is_better``: True, False or None (not
+    sorted by direction); ``value``: ``scores dict of the model -> value`` (the model's
+    ``scores``); ``place``: ``"score"`` (right after the score's AURC) or ``"summary"``
+    (after the best post-hoc score, ordered by ``rank``); ``note``: its words in the
+    leaderboard's footnote; ``flag``: ``scores -> bool``, marks the cell (``(fb)``) and
+    ``flag_key``/``flag_note`` name it in the CSV and the footnote.
+    """
+
+    key: str
+    header: str
+    value: Callable[[dict], Any]
+    kind: str = "pct"
+    lower_is_better: bool | None = True
+    place: str = "score"
+    rank: int = 0
+    short: str | None = None
+    note: str = ""
+    flag: Callable[[dict], Any] | None = None
+    flag_key: str | None = None
+    flag_note: str = ""
+    title: str | None = None
+
+
+REGISTRY: dict[str, Score] = {}
+
+
+def add(entry: Score) -> Score:
+    """Add an entry to :data:`REGISTRY` (its order is the order of the report's columns)."""
+    if not isinstance(entry, Score):
+        raise TypeError("add() takes a selcal.scores.Score")
+    if not entry.name or entry.name == "all" or "," in entry.name or "." in entry.name:
+        raise ValueError(f"a score needs a name without ',' or '.', other than 'all'; got {entry.name!r}")
+    if entry.name in REGISTRY:
+        raise ValueError(f"score {entry.name!r} is already registered")
+    if entry.score is None and not entry.has_probabilities:
+        raise ValueError(f"score {entry.name!r} needs a score function")
+    REGISTRY[entry.name] = entry
+    return entry
+
+
+def register_score(name: str, *, score: Callable[[np.ndarray, Any], np.ndarray],
+                   fit: Callable[[np.ndarray, np.ndarray, Any], Any] | None = None,
+                   probabilities: Callable[[np.ndarray, Any], np.ndarray] | None = None,
+                   description: str = "", label: str | None = None, raw_logits: bool = False,
+                   options: tuple[str, ...] = ()) -> Score:
+    """Register a confidence score from your own code; it then flows through everything.
+
+    Parameters
+    ----------
+    name : its name (``--scores NAME``, the JSON, the tables, ``check``'s ``NAME.aurc``).
+    score : ``score(logits, state)``: float64 logits (N, K) of a chunk of rows and the fitted
+        state (None without ``fit``) -> one confidence per row, higher = more confident.
+    fit : ``fit(val_logits, val_labels, options)`` -> a JSON-serialisable state, fitted on the
+        validation rows (and refitted on every resample of ``--bootstrap-refit``); it is
+        written to the JSON under the score's ``"state"``.
+    probabilities : ``probabilities(logits, state)`` -> (N, K) probabilities (rows summing to 1);
+        the calibration metrics, NLL, Brier and class-wise ECE are then computed from them,
+        and its own top label decides its accuracy and errors.
+    description, label : one line saying what it is; its name in figures.
+    raw_logits : it means nothing on log-probabilities (it reads the logits' scale).
+    options : fields of :class:`selcal.Options` its fit reads.
+
+    Returns the :class:`Score` entry. The values are computed chunk by chunk (the same
+    numbers whether the file is read whole or streamed).
+
+    Examples
+    --------
+    >>> import numpy as np, selcal
+    >>> def fit(val_logits, val_labels, options):
+    ...     return {"shift": float(np.mean(val_logits))}
+    >>> entry = selcal.register_score("shifted_max", score=lambda v, s: v.max(axis=1) - s["shift"], fit=fit)
+    >>> result = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0], [1.0, 0.5]], [0, 1, 1, 0],
+    ...                                 [[1.0, 0.0], [0.0, 2.0]], [0, 1], scores="msp,shifted_max")
+    >>> result.scores["shifted_max"]["state"]
+    {'shift': 0.75}
+    >>> _ = REGISTRY.pop("shifted_max")
+    """
+    user_score = score
+    user_probabilities = probabilities
+
+    def probabilities_of(terms: ChunkTerms, state) -> np.ndarray:
+        return np.asarray(user_probabilities(terms.logits, state), dtype=np.float64)
+
+    return add(Score(
+        name=name, description=description, label=label, raw_logits=raw_logits, options=tuple(options),
+        score=lambda terms, state: np.asarray(user_score(terms.logits, state), dtype=np.float64),
+        fit=fit, probabilities=None if probabilities is None else probabilities_of,
+    ))
+
+
+def get(name: str) -> Score | None:
+    """The entry of ``name``, or None (e.g. a column of the file read as a score)."""
+    return REGISTRY.get(name)
+
+
+def fitted(names) -> tuple[str, ...]:
+    """The names among ``names`` whose score is fitted on validation rows."""
+    return tuple(n for n in names if n in REGISTRY and REGISTRY[n].needs_fit)
+
+
+def score_names(text_or_names) -> tuple[str, ...]:
+    """The registered names meant by ``"all"`` or a list of names, in registry order
+    (unknown names follow, for the caller to refuse).
+
+    Examples
+    --------
+    >>> score_names(["temp", "msp"])
+    ('msp', 'temp')
+    >>> score_names(["all"])[:4]
+    ('msp', 'max_logit', 'pnorm', 'temp')
+    """
+    names = list(text_or_names)
+    if "all" in names:
+        return tuple(REGISTRY)
+    return tuple(name for name in REGISTRY if name in names) + tuple(
+        dict.fromkeys(name for name in names if name not in REGISTRY))
+
+
+_loaded = False
+
+
+def load_entry_points() -> list[str]:
+    """Load the scores that installed packages declare in the entry point group ``selcal.scores``
+    (once; the CLI calls it). Each entry point names a :class:`Score` (added), or a function
+    called with no argument that registers its scores. Returns the names added."""
+    global _loaded
+    if _loaded:
+        return []
+    _loaded = True
+    from importlib.metadata import entry_points
+
+    before = set(REGISTRY)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        target = point.load()
+        if isinstance(target, Score):
+            if target.name not in REGISTRY:
+                add(target)
+        else:
+            target()
+    return [name for name in REGISTRY if name not in before]
