@@ -59,6 +59,7 @@ from scipy.special import digamma
 
 from . import calibration
 from .errors import OptionError, SelcalError
+from .metrics import catalog
 from .report import EvaluationResult, ModelResult, to_jsonable
 from .scores import REGISTRY, fitted as fitted_scores
 
@@ -84,7 +85,7 @@ _BLOCK_ELEMENTS = 1 << 18  # resamples x rows (or bins) per block: a few arrays 
 # with the four default scores: 480 bytes), filled in place block by block, so the memory of
 # the values is 8 x metrics x B: about 0.5 GB at this ceiling, whatever N.
 MAX_RESAMPLES = 1_000_000
-MODEL_LEVEL = ("accuracy", "error", "nll", "brier")
+MODEL_LEVEL = tuple(k for k in catalog.model_level() if catalog.has_interval(k))  # accuracy, error, NLL, Brier
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -116,6 +117,7 @@ class RowData:
     clusters: np.ndarray | None = None  # per row: its cluster (image); resamples then draw whole clusters
     correct_of: dict[str, np.ndarray] = field(default_factory=dict)
     aece_estimator: str = "equal-mass"
+    options: Any = None  # the Options of the evaluation (the functions of catalog metrics read them)
 
     @property
     def n(self) -> int:
@@ -149,6 +151,7 @@ class RowData:
             confidence=confidence, row_means=row_means, correct_of=correct_of,
             risks=tuple(options.risks), coverages=tuple(options.coverages),
             estimator=options.aurc_estimator, bins=options.bins, aece_estimator=options.aece_estimator,
+            options=options,
             clusters=None if getattr(model, "clusters", None) is None else np.asarray(model.clusters),
         )
 
@@ -428,7 +431,26 @@ class _Prepared:
         aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
         if self.data.aece_estimator == "mbls":
             aece = self._mbls_aece(binning, n, weight, confidence, hits)
-        return {"ece": ece, "aece": aece, "mce": mce}
+        out = {"ece": ece, "aece": aece, "mce": mce}
+        for metric in catalog.confidence_metrics():  # a metric added to the catalog: its function on every resample
+            if metric.key not in out and metric.interval:
+                out[metric.key] = self._each_resample(metric, binning, counts)
+        return out
+
+    def _each_resample(self, metric, binning: _Binning, counts: np.ndarray) -> np.ndarray:
+        """A catalog metric of the confidence with no vectorised form, computed on each resample's rows."""
+        from types import SimpleNamespace
+
+        options = self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
+        correct = np.zeros(binning.order.size, dtype=bool)
+        correct[binning.correct_rows] = True
+        values = np.empty(counts.shape[0])
+        for i in range(counts.shape[0]):
+            rows = np.repeat(np.arange(counts.shape[1]), counts[i])
+            confidence = np.empty(binning.order.size)
+            confidence[binning.order] = binning.sorted_confidence
+            values[i] = metric.compute(confidence[rows], correct[rows], options)
+        return values
 
     def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:
         """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
@@ -625,9 +647,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
 def _interval_keys(name: str, metrics: dict[str, Any]) -> list[str]:
     """The keys of a score's metrics that get an interval when it is refitted (and the fitted
     values its registry entry names, e.g. the temperature)."""
-    fixed = {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll", "brier", "accuracy",
-             *REGISTRY[name].interval_keys}
-    return [k for k in metrics if k in fixed or k.startswith(("cov@", "risk@"))]
+    return [k for k in metrics if catalog.has_interval(k) or k in REGISTRY[name].interval_keys]
 
 
 # ---------------------------------------------------------------------- intervals

@@ -35,6 +35,8 @@ from xml.etree import ElementTree
 import numpy as np
 
 from .errors import SelcalError
+from .metrics import catalog
+from .metrics.catalog import better
 from .scores import REGISTRY as SCORE_NAMES
 
 __all__ = [
@@ -54,9 +56,10 @@ __all__ = [
     "render_intervals",
 ]
 
-LOWER_IS_BETTER = ("aurc", "eaurc", "augrc", "ece", "aece", "mce", "nll", "brier", "fpr95", "error", "cece")
-HIGHER_IS_BETTER = ("auroc", "accuracy")
-MODEL_LEVEL = ("accuracy", "error", "nll", "brier", "cece")
+# Directions and levels are the catalog's (selcal.metrics.catalog); these names stay for callers.
+LOWER_IS_BETTER = tuple(k for k, m in catalog.CATALOG.items() if m.lower_is_better is True and not m.family)
+HIGHER_IS_BETTER = tuple(k for k, m in catalog.CATALOG.items() if m.lower_is_better is False and not m.family)
+MODEL_LEVEL = catalog.model_level()
 SUPPORTED_SCHEMA = 1
 CHECK_RULE = (
     "regression = worse than the baseline by more than the tolerance and, when both files have "
@@ -66,21 +69,6 @@ COMPARE_RULE = (
     "B - A with a paired bootstrap interval: worse/better when the interval excludes 0; "
     "regression = worse by more than the tolerance"
 )
-
-
-def better(metric: str) -> str | None:
-    """``"lower"`` or ``"higher"`` (which direction is better) for a metric key; None if it has none.
-
-    Examples
-    --------
-    >>> better("aurc"), better("cov@0.05"), better("risk@0.9"), better("temperature")
-    ('lower', 'higher', 'lower', None)
-    """
-    if metric in LOWER_IS_BETTER or metric.startswith("risk@"):
-        return "lower"
-    if metric in HIGHER_IS_BETTER or metric.startswith("cov@"):
-        return "higher"
-    return None
 
 
 # --------------------------------------------------------------------------- loading
@@ -391,7 +379,7 @@ class Report:
 
     def _terminal_cells(self, row: Row) -> list[str]:
         """A row for the terminal (fits 100 columns): intervals go on a second line in their cell."""
-        from .report import metric_name
+        metric_name = catalog.name
 
         def value(number, ci=None, prefix=""):
             text = prefix + _fmt(number)
@@ -449,7 +437,7 @@ class Report:
 
     def to_markdown(self) -> str:
         """Markdown for a pull-request comment: verdict, failures, then every row folded away."""
-        from .report import metric_name
+        metric_name = catalog.name
 
         lines = [f"### {'❌' if self.failures else '✅'} {self.summary()}", ""]
         lines += [f"- {k}: `{v}`" for k, v in self.sources.items()]
@@ -576,7 +564,7 @@ def _judge(metric: Metric, base: Metric, tolerance: float | None, bootstrapped: 
     return "REGRESSION", True
 
 
-_SAME_DEFINITIONS = ("bins", "aurc_estimator", "aece_estimator")
+_SAME_DEFINITIONS = catalog.definition_options()  # options that change what a metric means
 
 
 def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
@@ -867,7 +855,7 @@ def render_intervals(result, console) -> None:
 
     from rich.markup import escape
 
-    from .report import metric_label
+    metric_label = catalog.label
 
     info = getattr(result, "bootstrap", None) or {}
     level = f"{100 * info.get('confidence', 0.95):g}%"
@@ -893,7 +881,7 @@ def render_intervals(result, console) -> None:
 
 
 def _interval_text(key: str, ci) -> str:
-    from .report import metric_unit
+    metric_unit = catalog.unit
 
     if ci is None:
         return "-"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import SelcalError
+from .metrics import catalog
 
 __all__ = [
     "DEFAULT_ERRORS_TOP",
@@ -225,7 +226,7 @@ def sweep_series(models, name: str) -> SweepSeries:
     for key in risks:
         panels.append(SweepPanel(key, f"coverage at {100 * float(key[4:]):g}% risk",
                                  {s: np.array([value(m, s, key) for m in models]) for s in score_names}))
-    for key, title in (("ece", "ECE"), ("aece", "adaptive ECE")):
+    for key, title in ((k, catalog.name(k)) for k in ("ece", "aece")):
         lines = {label: np.array([value(m, s, key) for m in models])
                  for s, label in (("msp", "before T (msp)"), ("temp", "after T (temp)"))
                  if any(key in m.scores.get(s, {}) for m in models)}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from . import calibration, diagnostics, scores, selective
+from .metrics import catalog
 from .scores import REGISTRY, fits as posthoc
 from .scores.functions import ChunkTerms
 from .errors import OptionError, SelcalError
@@ -465,16 +466,10 @@ def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
     return curve, metrics
 
 
-def _calibration_metrics(confidence: np.ndarray, correct: np.ndarray, n_bins: int,
-                         aece_estimator: str = "equal-mass") -> dict[str, float]:
-    """ECE, adaptive ECE (by ``aece_estimator``) and MCE of a top-label confidence."""
-    adaptive = calibration.mbls_adaptive_calibration_error if aece_estimator == "mbls" else \
-        calibration.adaptive_calibration_error
-    return {
-        "ece": calibration.expected_calibration_error(confidence, correct, n_bins),
-        "aece": adaptive(confidence, correct, n_bins),
-        "mce": calibration.maximum_calibration_error(confidence, correct, n_bins),
-    }
+def _calibration_metrics(confidence: np.ndarray, correct: np.ndarray, options: Options) -> dict[str, float]:
+    """Every metric of a top-label confidence in the catalog (ECE, adaptive ECE by
+    ``options.aece_estimator``, MCE, ...)."""
+    return {metric.key: metric.compute(confidence, correct, options) for metric in catalog.confidence_metrics()}
 
 
 def measure_arrays(
@@ -571,7 +566,7 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
         curve, metrics = _score_metrics(score_rows.values, own, options)
         measured: dict = {}
         if score_rows.confidence is not None:
-            metrics.update(_calibration_metrics(score_rows.confidence, own, options.bins, options.aece_estimator))
+            metrics.update(_calibration_metrics(score_rows.confidence, own, options))
             result.confidences[score_name] = score_rows.confidence
             if score_rows.correct is not None:
                 measured["accuracy"] = float(np.count_nonzero(own) / n)
@@ -617,11 +612,7 @@ def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> 
         metrics.update(column=name, orientation="uncertainty" if uncertainty else "confidence",
                        probability_of_correct=probability)
         if probability:
-            metrics.update(
-                ece=calibration.expected_calibration_error(values, correct, options.bins),
-                aece=calibration.adaptive_calibration_error(values, correct, options.bins),
-                mce=calibration.maximum_calibration_error(values, correct, options.bins),
-            )
+            metrics.update(_calibration_metrics(values, correct, options))
         result.add_score(name, metrics, curve, score)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .metrics import catalog
 from .scores import REGISTRY
 from .scores.registry import BoardColumn
 
@@ -152,55 +153,15 @@ def to_jsonable(value):
 
 
 # ---------------------------------------------------------------------- metric names
-# The one table of metric names shown to people: the metric table, the bootstrap intervals
-# table, and the check/compare tables ("msp AURC") all read it. Keys (``aurc``, ``cov@0.01``)
-# stay the names in JSON, JUnit and the options of check/compare.
-# key: (name, unit) where unit "pct" is a fraction shown as percent in the evaluate tables.
-METRIC_NAMES = {
-    "aurc": ("AURC", "pct"), "eaurc": ("E-AURC", "pct"), "augrc": ("AUGRC", "pct"), "auroc": ("AUROC", "pct"),
-    "fpr95": ("FPR@95%TPR", "pct"), "ece": ("ECE", "pct"), "aece": ("adaptive ECE", "pct"), "mce": ("MCE", "pct"),
-    "nll": ("NLL", "num"), "brier": ("Brier", "num"), "cece": ("class-wise ECE", "pct"),
-    "accuracy": ("accuracy", "pct"), "top5_accuracy": ("top-5 accuracy", "pct"), "error": ("error", "pct"),
-    "temperature": ("temperature T", "num"),
-}
-
-
-def metric_name(key: str) -> str:
-    """The name of a metric key for people, e.g. ``cov@0.05`` -> ``cov@risk 5%``; a score-qualified
-    key (``msp.aurc``) gets its score in front (``msp AURC``).
-
-    Examples
-    --------
-    >>> metric_name("aurc"), metric_name("risk@0.5"), metric_name("max_logit.cov@0.01")
-    ('AURC', 'risk@cov 50%', 'max_logit cov@risk 1%')
-    """
-    score, dot, metric = key.partition(".")
-    if dot and "@" not in score:  # (not the dot of cov@0.05)
-        return f"{score} {metric_name(metric)}"
-    if key.startswith("cov@"):
-        return f"cov@risk {100 * float(key[4:]):g}%"
-    if key.startswith("risk@"):
-        return f"risk@cov {100 * float(key[5:]):g}%"
-    return METRIC_NAMES.get(key, (key, "num"))[0]
-
-
-def metric_unit(key: str) -> str:
-    """``"pct"`` (a fraction, shown in percent in the evaluate tables) or ``"num"``."""
-    score, dot, metric = key.partition(".")
-    key = metric if dot and "@" not in score else key
-    if key.startswith(("cov@", "risk@")):
-        return "pct"
-    return METRIC_NAMES.get(key, (key, "num"))[1]
-
-
-def metric_label(key: str) -> str:
-    """Name and unit for a table row of the evaluate tables: ``AURC (%)``, ``NLL``."""
-    return metric_name(key) + (" (%)" if metric_unit(key) == "pct" else "")
+# Every fact about a metric (name, unit, direction, interval) is its entry in the catalog
+# (selcal.metrics.catalog); these names stay for callers of the report module.
+METRIC_NAMES = {k: (m.label, m.unit) for k, m in catalog.CATALOG.items() if not m.family}
+metric_name = catalog.name
+metric_unit = catalog.unit
+metric_label = catalog.label
 
 
 # ------------------------------------------------------------------- terminal table
-_SELECTIVE_KEYS = ("aurc", "eaurc", "augrc", "auroc", "fpr95")
-_CALIBRATION_KEYS = ("ece", "aece", "mce", "nll", "brier", "cece")
 
 
 _SPLIT_WORDS = {
@@ -238,18 +199,22 @@ def _number(value: float) -> str:
 def metric_sections(model: ModelResult) -> list[list[tuple[str, str, list]]]:
     """The rows of a model's metric table, shared by the terminal and the HTML report.
 
-    Two sections (selective, then calibration), each a list of (label, kind, one value per
-    score in ``model.scores`` order). Calibration rows that no score has are left out; the
-    model-level NLL, Brier and class-wise ECE are shown under ``msp``.
+    Two sections (selective, then calibration; the catalog's sections), each a list of (label,
+    kind, one value per score in ``model.scores`` order). Calibration rows that no score has are
+    left out; the model-level NLL, Brier and class-wise ECE are shown under the score whose
+    probabilities are the model's own (msp: ``model_probabilities`` in the registry).
     """
     names = list(model.scores)
     some = next(iter(model.scores.values()), {})
-    keys = list(_SELECTIVE_KEYS) + [k for k in some if k.startswith("cov@")] + [k for k in some if k.startswith("risk@")]
+    keys = [k for key in catalog.section("selective")
+            for k in ([x for x in some if x.startswith(key)] if catalog.get(key).family else [key])]
     selective = [(metric_label(key), metric_unit(key), [model.scores[n].get(key) for n in names]) for key in keys]
-    model_level = {"nll": model.nll, "brier": model.brier, "cece": model.cece}
+    model_level = {k: getattr(model, k) for k in catalog.section("calibration") if "model" in catalog.get(k).levels}
     calibration = []
-    for key in _CALIBRATION_KEYS:
-        values = [model.scores[n].get(key, model_level.get(key) if n == "msp" else None) for n in names]
+    for key in catalog.section("calibration"):
+        # a score whose probabilities are the model's own softmax (msp) shows the model's NLL, Brier, class-wise ECE
+        values = [model.scores[n].get(key, model_level.get(key) if n in REGISTRY and REGISTRY[n].model_probabilities
+                                      else None) for n in names]
         values = [None if isinstance(v, bool) else v for v in values]
         if any(v is not None for v in values):
             calibration.append((metric_label(key), metric_unit(key), values))

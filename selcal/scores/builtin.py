@@ -25,7 +25,7 @@ def _number(value: float) -> str:
 add(Score(
     "msp", "maximum softmax probability",
     softmax=lambda t, state: (t.logits, 1.0, None), label="MSP", colour="#1f77b4", own_predictions=False,
-    reports=(),  # its NLL, Brier and class-wise ECE are the model's own (model level)
+    reports=(), model_probabilities=True,  # its NLL, Brier and class-wise ECE are the model's own
     leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
                              rank=2, short="ECE", title="ECE before T: msp"),),
 ))

@@ -57,6 +57,8 @@ class Score:
         means nothing when the logits are log-probabilities (or probabilities).
     own_predictions : its probabilities may have another argmax than the logits (a
         calibrator): its accuracy is reported and its errors are its own.
+    model_probabilities : its probabilities are the model's own softmax (msp): the tables show
+        the model's NLL, Brier and class-wise ECE under it.
     reports : which per-row probability metrics it reports beyond ECE, adaptive ECE and MCE
         (``("nll", "brier", "cece")``; ``()`` when they are the model's own, as for msp).
     describe : ``(state, measured) -> dict``, the keys written after its metrics in the JSON
@@ -87,6 +89,7 @@ class Score:
     raw_logits: bool = False
     own_predictions: bool = True
     log_confidence: bool = False
+    model_probabilities: bool = False
     reports: tuple[str, ...] = ("nll", "brier", "cece")
     describe: Callable[[Any, dict], dict] | None = None
     note: Callable[[dict], str] | None = None

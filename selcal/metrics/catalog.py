@@ -1,0 +1,195 @@
+"""The metric catalog: every fact about a metric, in one entry.
+
+Each :class:`Metric` says how it is named for people (label, unit), which way is better
+(``check`` and ``compare`` judge it by that), whether ``--bootstrap`` gives it an interval,
+at which level it is reported (per score, per model) and which options change its value
+(``check`` refuses to compare files made with other values of those). The terminal table,
+the leaderboard, the bootstrap, ``check``, ``compare``, their Markdown and JUnit and the
+HTML report all read it; none keeps its own list.
+
+Adding a metric is one entry below plus its function: a metric of a score's top-label
+confidence gives ``compute(confidence, correct, options) -> float``; the evaluation then
+reports it for every score with probabilities (after ECE, adaptive ECE and MCE), and the
+bootstrap gives it an interval by computing it again on every resample (unless the entry
+says ``interval=False``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import calibration
+
+__all__ = ["Metric", "CATALOG", "add", "get", "label", "name", "unit", "better", "has_interval", "section",
+           "model_level", "confidence_metrics", "definition_options", "FAMILIES"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric.
+
+    key : its JSON key (``aurc``); a family of keys ends with ``@`` (``cov@``: ``cov@0.05``).
+    label : its name for people (``AURC``; a family: a format of the family's value in percent,
+        ``cov@risk {}%``).
+    unit : ``"pct"`` (a fraction, shown in percent in the evaluate tables) or ``"num"``.
+    lower_is_better : True, False, or None (no direction: shown, never judged).
+    interval : ``--bootstrap`` gives it a percentile interval.
+    levels : where it is reported: ``"score"`` (in each score's dict), ``"model"`` (model level).
+    section : the evaluate table's section (``"selective"``, ``"calibration"``), or None (not a row).
+    options : the fields of Options that change its value (beyond the rows).
+    compute : ``(confidence, correct, options) -> float`` for a metric of a top-label confidence
+        (reported for every score with probabilities); None when computed with its family
+        (the selective metrics, from the one risk-coverage primitive).
+    """
+
+    key: str
+    label: str
+    unit: str = "pct"
+    lower_is_better: bool | None = True
+    interval: bool = True
+    levels: tuple[str, ...] = ("score",)
+    section: str | None = None
+    options: tuple[str, ...] = ()
+    compute: Callable[[np.ndarray, np.ndarray, object], float] | None = None
+
+    @property
+    def family(self) -> bool:
+        return self.key.endswith("@")
+
+
+def _aece(confidence, correct, options) -> float:
+    if options.aece_estimator == "mbls":
+        return calibration.mbls_adaptive_calibration_error(confidence, correct, options.bins)
+    return calibration.adaptive_calibration_error(confidence, correct, options.bins)
+
+
+CATALOG: dict[str, Metric] = {}
+
+
+def add(metric: Metric) -> Metric:
+    """Add a metric to the catalog (its order is the order of the table's rows and the JSON's keys)."""
+    if metric.key in CATALOG:
+        raise ValueError(f"metric {metric.key!r} is already in the catalog")
+    CATALOG[metric.key] = metric
+    return metric
+
+
+for _metric in (
+    # selective classification (CONVENTIONS.md), computed together from the risk-coverage curve
+    Metric("aurc", "AURC", section="selective", options=("aurc_estimator",)),
+    Metric("eaurc", "E-AURC", section="selective", options=("aurc_estimator",)),
+    Metric("augrc", "AUGRC", section="selective"),
+    Metric("auroc", "AUROC", lower_is_better=False, section="selective"),
+    Metric("fpr95", "FPR@95%TPR", section="selective"),
+    Metric("cov@", "cov@risk {}%", lower_is_better=False, section="selective"),  # a key per --risks
+    Metric("risk@", "risk@cov {}%", section="selective"),  # a key per --coverages
+    # of the predictions
+    Metric("accuracy", "accuracy", lower_is_better=False, levels=("model", "score")),
+    Metric("top5_accuracy", "top-5 accuracy", lower_is_better=None, interval=False, levels=("model",)),
+    Metric("error", "error", levels=("model",)),
+    # calibration of a top-label confidence
+    Metric("ece", "ECE", section="calibration", options=("bins",),
+           compute=lambda q, y, o: calibration.expected_calibration_error(q, y, o.bins)),
+    Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
+    Metric("mce", "MCE", section="calibration", options=("bins",),
+           compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
+    # of the probabilities: the model's own, and those of a score that has its own
+    Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration"),
+    Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration"),
+    Metric("cece", "class-wise ECE", interval=False, levels=("model", "score"), section="calibration",
+           options=("bins",)),
+    # a fitted value that gets an interval when refitted (--bootstrap-refit)
+    Metric("temperature", "temperature T", unit="num", lower_is_better=None, interval=False),
+):
+    add(_metric)
+del _metric
+
+FAMILIES = tuple(k for k in CATALOG if k.endswith("@"))
+
+
+def get(key: str) -> Metric | None:
+    """The entry of a metric key (``cov@0.05`` is the family ``cov@``), or None."""
+    if key in CATALOG:
+        return CATALOG[key]
+    head, at, _ = key.partition("@")
+    return CATALOG.get(head + at) if at else None
+
+
+def _split(key: str) -> tuple[str | None, str]:
+    """(score, metric) of ``msp.aurc``; (None, key) of ``aurc`` (the dot of ``cov@0.05`` is no score's)."""
+    score, dot, metric = key.partition(".")
+    return (score, metric) if dot and "@" not in score else (None, key)
+
+
+def name(key: str) -> str:
+    """The name of a metric key for people, e.g. ``cov@0.05`` -> ``cov@risk 5%``; a score-qualified
+    key (``msp.aurc``) gets its score in front (``msp AURC``); an unknown key is its own name.
+
+    Examples
+    --------
+    >>> name("aurc"), name("risk@0.5"), name("max_logit.cov@0.01")
+    ('AURC', 'risk@cov 50%', 'max_logit cov@risk 1%')
+    """
+    score, key = _split(key)
+    if score is not None:
+        return f"{score} {name(key)}"
+    metric = get(key)
+    if metric is None:
+        return key
+    if metric.family:
+        return metric.label.format(f"{100 * float(key[len(metric.key):]):g}")
+    return metric.label
+
+
+def unit(key: str) -> str:
+    """``"pct"`` (a fraction, shown in percent in the evaluate tables) or ``"num"``."""
+    metric = get(_split(key)[1])
+    return metric.unit if metric is not None else "num"
+
+
+def label(key: str) -> str:
+    """Name and unit for a table row of the evaluate tables: ``AURC (%)``, ``NLL``."""
+    return name(key) + (" (%)" if unit(key) == "pct" else "")
+
+
+def better(key: str) -> str | None:
+    """``"lower"`` or ``"higher"`` (which direction is better) for a metric key; None if it has none.
+
+    Examples
+    --------
+    >>> better("aurc"), better("cov@0.05"), better("risk@0.9"), better("temperature")
+    ('lower', 'higher', 'lower', None)
+    """
+    metric = get(key)
+    if metric is None or metric.lower_is_better is None:
+        return None
+    return "lower" if metric.lower_is_better else "higher"
+
+
+def has_interval(key: str) -> bool:
+    """Whether ``--bootstrap`` gives the metric an interval (the temperature: only when refitted)."""
+    metric = get(key)
+    return metric is not None and metric.interval
+
+
+def section(name_: str) -> list[str]:
+    """The keys of a section of the evaluate table, in order (families as their prefix)."""
+    return [k for k, m in CATALOG.items() if m.section == name_]
+
+
+def model_level(judged: bool = True) -> tuple[str, ...]:
+    """The model-level metrics (with a direction, when ``judged``)."""
+    return tuple(k for k, m in CATALOG.items() if "model" in m.levels and (not judged or m.lower_is_better is not None))
+
+
+def confidence_metrics() -> list[Metric]:
+    """The metrics computed from a score's top-label confidence (ECE, adaptive ECE, MCE, ...)."""
+    return [m for m in CATALOG.values() if m.compute is not None]
+
+
+def definition_options() -> tuple[str, ...]:
+    """The options that change what a metric means: results made with other values are not comparable."""
+    return tuple(dict.fromkeys(o for m in CATALOG.values() for o in m.options))
