@@ -1,0 +1,195 @@
+"""Smooth ECE and the smoothed reliability curve (CONVENTIONS.md, "Calibration beyond bins").
+
+With residuals r_i = c_i - q_i and the Gaussian kernel reflected at 0 and 1,
+
+    K_σ(t, x) = Σ_{m∈ℤ} [φ_σ(t - x - 2m) + φ_σ(t + x - 2m)],   t, x in [0, 1],
+
+smECE_σ = ∫_0^1 |(1/N) Σ_i K_σ(t, q_i) r_i| dt, and ``smece`` = smECE_σ* at the fixed point
+σ* = smECE_σ*. K_σ(·, x) is the Gaussian on a circle of circumference 2 centred at x plus the one
+centred at -x, so the kernel sum is one circular convolution: the residual mass of every row is
+spread linearly onto a grid of spacing h ≤ σ/256 (and mirrored), convolved by FFT with the sampled
+periodic kernel, and |g| integrated by the trapezoid rule. The discretisation error is below 1e-7 of
+the value; smECE_σ decreases in σ (the reflected heat kernel is a semigroup), so σ* is the one root
+of smECE_σ - σ, found by Brent's method to 1e-12.
+
+relplot's ``smECE`` reflects its grid about the end points *without* doubling a mass that sits on the
+end point itself (``ReflectedGaussianKernel.convolve``: the mirror copies exclude the boundary sample),
+so a row with q = 1 keeps only half its kernel mass, and it divides by that smaller total mass: when
+most confidences lie within one grid cell (h ≈ 0.001) of 1 its value grows (0.0606 against 0.0434 on
+the cross-entropy ResNet-50 sample's test rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+__all__ = ["SmoothEce", "smooth_ece", "smooth_ece_at", "smooth_reliability", "SIGMA_FLOOR"]
+
+POINTS_PER_SIGMA = 256  # grid spacing h <= sigma / 256: linear binning error ~ (h/σ)²/8 < 2e-6 relative
+MIN_GRID = 1 << 10
+MAX_GRID = 1 << 22
+SIGMA_FLOOR = 2.0 ** -14  # σ* below this is reported as this (smECE then lies in [value, 6.1e-5])
+
+
+@dataclass(frozen=True)
+class SmoothEce:
+    """smECE at its fixed point: ``value`` = smECE_σ*, ``sigma`` = σ*."""
+
+    value: float
+    sigma: float
+
+
+def _prepare(confidence, correct, weights):
+    q = np.asarray(confidence, dtype=np.float64).ravel()
+    r = np.asarray(correct, dtype=np.float64).ravel() - q
+    w = np.ones_like(q) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    total = float(np.sum(w))
+    return q, r * w, total
+
+
+def _grid(sigma: float) -> int:
+    wanted = POINTS_PER_SIGMA / sigma
+    return int(min(MAX_GRID, max(MIN_GRID, 1 << max(0, math.ceil(math.log2(wanted))))))
+
+
+def _kernel_on_circle(sigma: float, n_grid: int) -> np.ndarray:
+    """Σ_m φ_σ(d - 2m) at d = jh, j = 0 .. 2G-1 (h = 1/G): the Gaussian wrapped on a circle of length 2."""
+    d = np.arange(2 * n_grid, dtype=np.float64) / n_grid
+    wraps = int(math.ceil(10.0 * sigma / 2.0)) + 1
+    kernel = np.zeros_like(d)
+    for m in range(-wraps, wraps + 1):
+        z = (d - 2.0 * m) / sigma
+        kernel += np.exp(-0.5 * z * z)
+    return kernel / (sigma * math.sqrt(2.0 * math.pi))
+
+
+def _smoothed(q: np.ndarray, values: np.ndarray, sigma: float, n_grid: int) -> np.ndarray:
+    """Σ_i K_σ(t, q_i) values_i at t = i/G, i = 0 .. G."""
+    u = np.clip(q, 0.0, 1.0) * n_grid
+    left = np.minimum(np.floor(u).astype(np.int64), n_grid - 1)
+    frac = u - left
+    mass = np.bincount(left, values * (1.0 - frac), minlength=n_grid + 1)
+    mass += np.bincount(left + 1, values * frac, minlength=n_grid + 1)
+    circle = np.zeros(2 * n_grid)
+    circle[: n_grid + 1] = mass
+    circle[n_grid + 1:] = mass[n_grid - 1:0:-1]  # the mirror images -x of 0 < x < 1
+    circle[0] += mass[0]  # x = 0 and x = 1 are their own mirror images: their mass counts twice
+    circle[n_grid] += mass[n_grid]
+    kernel = _kernel_on_circle(sigma, n_grid)
+    convolved = np.fft.irfft(np.fft.rfft(circle) * np.fft.rfft(kernel), n=2 * n_grid)
+    return convolved[: n_grid + 1] / n_grid  # times h: the kernel samples are a density
+
+
+def _trapezoid(values: np.ndarray, n_grid: int) -> float:
+    return float((np.sum(values[1:-1]) + 0.5 * (values[0] + values[-1])) / n_grid)
+
+
+def _at(q, residual, total, sigma) -> float:
+    n_grid = _grid(sigma)
+    g = _smoothed(q, residual, sigma, n_grid) * n_grid / total
+    return _trapezoid(np.abs(g), n_grid)
+
+
+def smooth_ece_at(confidence, correct, sigma: float, weights=None) -> float:
+    """smECE_σ: ∫_0^1 |(1/N) Σ_i K_σ(t, q_i)(c_i - q_i)| dt at a given bandwidth σ.
+
+    ``weights`` (optional, >= 0) count each row that many times (bootstrap resamples).
+
+    Examples
+    --------
+    >>> round(smooth_ece_at([0.9, 0.9], [1, 1], 0.1), 12)  # one sign: |mean(c - q)|
+    0.1
+    """
+    q, residual, total = _prepare(confidence, correct, weights)
+    return _at(q, residual, total, float(sigma))
+
+
+def smooth_ece(confidence, correct, weights=None) -> SmoothEce:
+    """smECE at the fixed point σ* = smECE_σ* (Błasiok & Nakkiran).
+
+    Parameters
+    ----------
+    confidence : array of float, in [0, 1]
+        Top-label confidence q_i.
+    correct : array of bool or {0, 1}
+        c_i = [prediction is right].
+    weights : array of float, optional
+        Row multiplicities (a bootstrap resample); default one each.
+
+    Returns
+    -------
+    SmoothEce
+        ``value`` and ``sigma``. When every residual has one sign the value is |mean(c - q)|
+        (no cancellation) and σ* equals it; with no residual at all both are 0.
+
+    References
+    ----------
+    Błasiok & Nakkiran, "Smooth ECE: principled reliability diagrams via kernel smoothing",
+    ICLR 2024, sec. 3 (definition 3.1 and the fixed-point bandwidth).
+
+    Examples
+    --------
+    >>> smooth_ece([0.8, 0.6], [1, 1]).value  # all under-confident: mean(c - q)
+    0.3
+    >>> smooth_ece([0.5, 0.5], [1, 0]).value  # the residuals cancel at every point
+    0.0
+    """
+    q, residual, total = _prepare(confidence, correct, weights)
+    positive, negative = math.fsum(residual[residual > 0]), math.fsum(residual[residual < 0])
+    if positive == 0.0 or negative == 0.0:
+        value = float(abs(positive + negative) / total)
+        return SmoothEce(value, value)
+    _, group = np.unique(q, return_inverse=True)
+    at_each_confidence = np.bincount(group.ravel(), residual)
+    if np.all(np.abs(at_each_confidence) <= 1e-15 * (positive - negative)):
+        return SmoothEce(0.0, 0.0)  # the residuals cancel at every confidence: g = 0 for every σ
+    upper = (positive - negative) / total  # smECE_σ <= mean |r|: f(upper) <= 0
+
+    def excess(sigma: float) -> float:
+        return _at(q, residual, total, sigma) - sigma
+
+    if excess(upper) >= 0.0:
+        return SmoothEce(upper, upper)
+    lower = upper
+    while True:
+        lower = max(lower / 4.0, SIGMA_FLOOR)
+        value = excess(lower)
+        if value > 0.0:
+            break
+        if lower == SIGMA_FLOOR:  # σ* < 2^-14: cancellations at nearly every confidence
+            return SmoothEce(value + lower, lower)
+        upper = lower
+    sigma = optimize.brentq(excess, lower, upper, xtol=1e-13, rtol=4 * np.finfo(float).eps)
+    return SmoothEce(_at(q, residual, total, sigma), float(sigma))
+
+
+def smooth_reliability(confidence, correct, sigma: float | None = None, points: int = 201):
+    """The smoothed reliability curve and the density of confidences, as relplot draws them.
+
+    Returns ``(t, accuracy, density, sigma)``: at each t of ``points`` equally spaced points of
+    [0, 1], accuracy(t) = t + Σ_i K_σ(t, q_i)(c_i - q_i) / Σ_i K_σ(t, q_i) (the kernel-weighted
+    accuracy, with t for the kernel-weighted confidence as relplot does) and
+    density(t) = (1/N) Σ_i K_σ(t, q_i), which integrates to 1 over [0, 1]. σ defaults to σ*.
+
+    Examples
+    --------
+    >>> t, accuracy, density, sigma = smooth_reliability([0.9, 0.9, 0.9, 0.9], [1, 1, 1, 0], points=3)
+    >>> t.tolist()
+    [0.0, 0.5, 1.0]
+    """
+    q, residual, total = _prepare(confidence, correct, None)
+    if sigma is None:
+        sigma = smooth_ece(confidence, correct).sigma or 0.05
+    n_grid = max(_grid(sigma), points - 1)
+    n_grid = int(math.lcm(n_grid, points - 1)) if n_grid % (points - 1) else n_grid
+    step = n_grid // (points - 1)
+    density = _smoothed(q, np.ones_like(q), sigma, n_grid)[::step] * n_grid / total
+    shift = _smoothed(q, residual, sigma, n_grid)[::step] * n_grid / total
+    t = np.linspace(0.0, 1.0, points)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = np.where(density > 1e-12, t + shift / np.where(density > 1e-12, density, 1.0), np.nan)
+    return t, accuracy, density, float(sigma)
