@@ -8,7 +8,7 @@ defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` comman
 >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 from .errors import SelcalError  # noqa: E402
 from .evaluate import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402

@@ -126,7 +126,7 @@ class RowData:
     @classmethod
     def from_model(cls, model: ModelResult, options=None) -> "RowData":
         """The arrays of a :class:`~selcal.report.ModelResult` (from ``selcal.evaluate``)."""
-        from .evaluate import Options
+        from .options import Options
 
         options = options or Options()
         rows = model.rows
@@ -625,7 +625,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     evaluation per resample: slow, but the same code as the point estimate). Also returns
     each resample's temperature. ``progress(i)`` is called after the i-th resample.
     """
-    from .evaluate import measure_arrays
+    from .pipeline.measure import measure_arrays
 
     wanted = tuple(s for s in fitted_scores(options.scores if scores is None else scores) if s in options.scores)
     fit_options = replace(options, scores=wanted)
@@ -688,7 +688,7 @@ def validation_order(refit: RefitData) -> np.ndarray:
     hash of their content: rows with equal hashes are (but for a 2**-64 chance) equal rows,
     interchangeable for every fit.
     """
-    from .evaluate import row_hashes
+    from .pipeline.split import row_hashes
 
     logits = np.asarray(refit.val_logits)
     return np.argsort(row_hashes(logits, np.asarray(refit.val_labels, dtype=np.int64), 0), kind="stable")
@@ -765,7 +765,7 @@ def model_intervals(model: ModelResult, *, resamples: int = 1000, seed: int = 0,
 
     ``refit``: the model's logits, to refit T and p on every resample (see the module notes).
     """
-    from .evaluate import Options
+    from .options import Options
 
     options = options or Options()
     return row_intervals(RowData.from_model(model, options), resamples=resamples, seed=seed,
@@ -850,7 +850,7 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
     Returns ``{level: {metric: {"a", "b", "difference", "ci", "undefined"}}}`` with
     level ``"model"`` or a score name; ``ci`` is None when the interval is undefined.
     """
-    from .evaluate import Options
+    from .options import Options
 
     check_arguments(resamples, confidence)
     options = options or Options()

@@ -758,7 +758,7 @@ def _align(a, b) -> np.ndarray:
 
 def _evaluation_pair(a, b, val_a, val_b, options):
     """(val_a, eval_a, val_b, eval_b, rule) with the same evaluation rows for both, in a's order."""
-    from .evaluate import holdout_mask, split_rows
+    from .pipeline.split import holdout_mask, split_rows
 
     fit_a, eval_a, rule_a = split_rows(a, val_a, options)
     fit_b, eval_b, rule_b = split_rows(b, val_b, options)
@@ -782,7 +782,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
     ``progress(done, total)``: paired resamples done (for a progress bar)."""
     from .bootstrap import paired_differences
-    from .evaluate import Options, measure_arrays
+    from .options import Options
+    from .pipeline.measure import measure_arrays
     from .io import read_dump
 
     options = options or Options()
@@ -830,7 +831,7 @@ def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str
     evaluation rows are those of the result, in the same order.
     """
     from .bootstrap import RefitData
-    from .evaluate import split_rows
+    from .pipeline.split import split_rows
     from .io import read_dump
 
     out = []

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from . import __version__
+from ._version import __version__
 from .errors import OptionError, SelcalError
 from .escape import printable
 from .options import DEFAULTS
@@ -70,7 +70,7 @@ def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed,
     Options checks and parses the values (the one validation of the Python API too); its
     errors name Python arguments, renamed here to the flags.
     """
-    from .evaluate import Options
+    from .options import Options
 
     try:
         return Options(

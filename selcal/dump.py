@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
+from ._version import __version__
 from .errors import SelcalError
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 from .io import Outputs
 from .report import fit_notes, metric_sections
 from .scores import REGISTRY

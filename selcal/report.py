@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .metrics import catalog
 from .scores import REGISTRY
 from .scores.registry import BoardColumn

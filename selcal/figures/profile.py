@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import diagnostics
-from ..evaluate import logit_kind
+from ..pipeline.measure import logit_kind
 from .base import CORRECT_COLOUR, ERROR_COLOUR, model_colours, new_figure, user_text
 
 __all__ = ["figure_logit_profile", "raw_logits"]

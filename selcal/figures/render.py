@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import calibration
 from ..errors import SelcalError
-from ..evaluate import logit_kind
+from ..pipeline.measure import logit_kind
 from ..io import Outputs
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..evaluate import logit_kind
+from ..pipeline.measure import logit_kind
 from .base import CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, new_figure, user_text
 from .data import SlidingWindowStats, ls_ceiling_share, sliding_window_stats, vmax_msp_limits
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from ..errors import SelcalError
 from .columns import canonical_splits, unknown_split_message
+from .messages import Line, _fail, _short, _where  # noqa: F401  (every reader's messages)
 
 SPLIT_VALUES = ("val", "test")
 #: The label of a row of no class after reading (``--ood-label V``: rows labelled V): every
@@ -70,36 +71,6 @@ class Dump:
             columns={name: values[rows] for name, values in self.columns.items()},
             input=self.input,
         )
-
-
-def _where(path, column=None, row=None) -> str:
-    parts = [str(path)]
-    if column is not None:
-        parts.append(f"column '{column}'")
-    if row is not None:
-        parts.append(f"line {int(row) + row.offset}" if isinstance(row, Line) else f"row {row}")
-    return ": ".join([parts[0], ", ".join(parts[1:])]) if len(parts) > 1 else parts[0]
-
-
-class Line(int):
-    """A row number (from 0) that messages name as the line of a text file (``row + offset``:
-    2 for a CSV with its header, 1 for JSON Lines); sums with it stay lines."""
-
-    offset: int
-
-    def __new__(cls, row: int, offset: int):
-        line = super().__new__(cls, row)
-        line.offset = offset
-        return line
-
-    def __add__(self, other):
-        return Line(int(self) + int(other), self.offset)
-
-    __radd__ = __add__
-
-
-def _fail(path, column, row, message: str) -> SelcalError:
-    return SelcalError(f"{_where(path, column, row)}: {message}")
 
 
 @dataclass
@@ -318,12 +289,6 @@ def first_nonfinite(logits: np.ndarray, rows: np.ndarray | None = None) -> tuple
 def expand_binary(logits: np.ndarray) -> np.ndarray:
     """One binary logit v per row -> the two-class logits (0, v) (CONVENTIONS.md, "Input")."""
     return np.concatenate([np.zeros_like(logits), logits], axis=1)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
-
 
 
 def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonical=None) -> np.ndarray:

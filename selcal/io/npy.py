@@ -10,6 +10,7 @@ import numpy as np
 
 from .arrays import ArraysSource, sibling_labels
 from .base import _fail, _short
+from .tensors import load_torch
 
 SAVE_NPZ = "save both with numpy.savez('model.npz', logits=logits, labels=labels)"
 
@@ -32,8 +33,6 @@ def load_labels_beside(path: str) -> tuple[str, np.ndarray]:
         raise _fail(path, None, None, f"holds only logits and no labels file was found beside it "
                                       f"(looked for {wanted}.npy and labels.npy); {SAVE_NPZ}")
     if labels_path.lower().endswith((".pt", ".pth")):
-        from .torchfile import load_torch
-
         loaded = load_torch(labels_path)
         if isinstance(loaded, dict):
             raise _fail(labels_path, None, None, "holds a dict, not one tensor of labels; " + SAVE_NPZ)

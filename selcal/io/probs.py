@@ -59,7 +59,7 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
     as they are, or log-probabilities of probabilities; the kind is ``source.input_kind``
     (``--input``), else the one ``prob_k`` columns name, else detected on the first batch and
     kept in ``source.detected_input``."""
-    from .base import _fail
+    from .messages import _fail
 
     requested = source.input_kind or ("probs" if holds_probabilities(source.logits_col) else None)
     kind = requested or source.detected_input

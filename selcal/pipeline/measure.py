@@ -1,0 +1,294 @@
+"""Every metric of one model from its validation and evaluation rows: fit the scores (their registry
+entries), reduce the rows, measure (the metric catalog), in memory (:func:`evaluate_dump`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from .. import calibration, diagnostics, scores, selective
+from ..errors import SelcalError
+from ..io import Dump
+from ..metrics import catalog
+from ..options import Options
+from ..report import ModelResult
+from ..scores import REGISTRY
+from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
+from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,
+    leak_warnings, pixel_provenance, split_column_warnings, split_rows, split_warnings)
+
+__all__ = ["data_warnings", "evaluate_dump", "fit_scores", "logit_kind", "measure_arrays"]
+
+
+# ------------------------------------------------------------------------- metrics
+def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
+    curve = selective.risk_coverage(score, correct)
+    metrics = selective.selective_metrics(
+        curve, risks=options.risks, coverages=options.coverages, estimator=options.aurc_estimator
+    )
+    return curve, metrics
+
+
+def _calibration_metrics(confidence: np.ndarray, correct: np.ndarray, options: Options) -> dict[str, float]:
+    """Every metric of a top-label confidence in the catalog (ECE, adaptive ECE by
+    ``options.aece_estimator``, MCE, ...)."""
+    return {metric.key: metric.compute(confidence, correct, options) for metric in catalog.confidence_metrics()}
+
+
+def measure_arrays(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    val_logits: np.ndarray | None = None,
+    val_labels: np.ndarray | None = None,
+    *,
+    options: Options = Options(),
+    name: str = "model",
+    path: str = "",
+    split: str = "none",
+    warnings: Sequence[str] = (),
+    extra: dict | None = None,
+    groups: np.ndarray | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+    columns: dict[str, np.ndarray] | None = None,
+    clusters: np.ndarray | None = None,
+    ids: np.ndarray | None = None,
+    image_names: np.ndarray | None = None,
+) -> ModelResult:
+    """Every metric of CONVENTIONS.md for one model, from validated numpy arrays already split
+    (the core of :func:`evaluate_dump`; from Python, use :func:`evaluate_arrays`).
+
+    ``logits`` (N, K) and ``labels`` (N,) are the evaluation rows; ``val_logits`` and
+    ``val_labels`` the validation rows the ``pnorm`` and ``temp`` scores are fitted on.
+    ``groups`` (N,), optional, names a group per evaluation row (e.g. the source data
+    set); each group then gets its own accuracy and selective metrics under ``groups``.
+    ``clusters`` (N,), optional, the image of each pixel row: ``--bootstrap`` then
+    resamples images, not rows. ``columns`` maps the names in ``options.score_cols`` and
+    ``options.uncertainty_cols`` to their values on the evaluation rows.
+    ``ids`` (N,), optional, names the evaluation rows in the most-confident-errors table
+    (by default, their index in ``logits``); with ``clusters`` and ``image_names`` (the name of
+    each cluster index), the table also names the image of each pixel row.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    warnings = list(warnings)
+    n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
+    states = fit_scores(val_logits, val_labels, options, where=path or name, warnings=warnings)
+    chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
+    result = _measure(chunks, logits.shape[1], states, options=options, name=name,
+                      path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
+                      total=labels.size, columns=columns,
+                      ids_of=(lambda rows: rows) if ids is None else (lambda rows: ids[rows]),
+                      images_of=None if clusters is None or image_names is None else
+                      (lambda rows: np.asarray(image_names)[np.asarray(clusters)[rows]]))
+    result.clusters = clusters
+    return result
+
+
+def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", warnings: list[str] | None = None) -> dict:
+    """The state of every chosen fitted score (name -> what its ``fit`` returned), fitted on the
+    validation rows only; the warnings the fits find go into ``warnings``."""
+    fitted = scores.fitted(options.scores)
+    if not fitted:
+        return {}
+    if val_labels is None or np.asarray(val_labels).size == 0:
+        raise SelcalError(f"{where}: the {' and '.join(fitted)} score{'s' if len(fitted) > 1 else ''} need"
+                          f"{'' if len(fitted) > 1 else 's'} validation rows; give --val FILE, "
+                          "a split column, or use --scores msp,max_logit")
+    val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
+    val_labels = np.asarray(val_labels, dtype=np.int64)
+    states = {}
+    for name in fitted:
+        entry = REGISTRY[name]
+        states[name] = entry.fit(val_logits, val_labels, options)
+        if entry.warnings is not None and warnings is not None:
+            warnings.extend(entry.warnings(states[name]))
+    return states
+
+
+def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: str, path: str, split: str,
+             n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
+             columns: dict | None = None,
+             ids_of: Callable[[np.ndarray], np.ndarray] | None = None,
+             images_of: Callable[[np.ndarray], np.ndarray] | None = None) -> ModelResult:
+    """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
+    rows = reduce_rows(chunks, n_classes, options=options, states=states, progress=progress, total=total)
+    correct = rows.correct
+    n = correct.size
+    warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))))
+    result = ModelResult(
+        name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
+        accuracy=float(np.count_nonzero(correct) / n),
+        top5_accuracy=None if rows.top5 is None else float(np.count_nonzero(rows.top5) / n),
+        error=float(np.count_nonzero(~correct) / n),
+        nll=scores.exact_mean(rows.nll), brier=scores.exact_mean(rows.brier),
+        cece=calibration.classwise_calibration_error(rows.classwise),
+        warnings=warnings, extra=dict(extra or {}), rows=rows,
+    )
+    for score_name in options.scores:
+        entry, score_rows, state = REGISTRY[score_name], rows.scores[score_name], states.get(score_name)
+        own = score_rows.correct if score_rows.correct is not None else correct
+        curve, metrics = _score_metrics(score_rows.values, own, options)
+        measured: dict = {}
+        if score_rows.confidence is not None:
+            metrics.update(_calibration_metrics(score_rows.confidence, own, options))
+            result.confidences[score_name] = score_rows.confidence
+            if score_rows.correct is not None:
+                measured["accuracy"] = float(np.count_nonzero(own) / n)
+                result.score_correct[score_name] = own
+            if score_rows.nll is not None:
+                measured["nll"] = scores.exact_mean(score_rows.nll)
+            if score_rows.brier is not None:
+                measured["brier"] = scores.exact_mean(score_rows.brier)
+            if score_rows.classwise is not None:
+                measured["cece"] = calibration.classwise_calibration_error(score_rows.classwise)
+        metrics.update(entry.json_keys(state, measured))
+        result.add_score(score_name, metrics, curve, score_rows.values)
+        if entry.needs_fit:
+            result.states[score_name] = state
+    _add_column_scores(result, columns or {}, options)
+    if groups is not None:
+        result.groups = np.asarray(groups)
+        result.extra["groups"] = _group_metrics(result, options)
+    if options.errors_top:
+        result.confident_errors = _confident_errors(result, options.errors_top, ids_of or (lambda r: r), images_of)
+    return result
+
+
+def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> None:
+    """The scores read from columns of the TEST file (``--score-col``, ``--uncertainty-col``).
+
+    An uncertainty u is ranked as the confidence -u (exact). A confidence column whose values
+    all lie in [0, 1] is read as the probability that the prediction is correct and also gets
+    ECE, adaptive ECE and MCE.
+    """
+    correct = result.rows.correct
+    for name in options.score_cols + options.uncertainty_cols:
+        if name not in columns:
+            raise SelcalError(f"score column '{name}': no values were given for it; score columns are read from "
+                              "the TEST file (selcal.evaluate, or measure_arrays(..., columns={name: values}))")
+        values = np.asarray(columns[name], dtype=np.float64)
+        if values.size != correct.size:
+            raise AssertionError(f"column {name}: {values.size} values for {correct.size} evaluation rows")
+        uncertainty = name in options.uncertainty_cols
+        score = -values if uncertainty else values
+        curve, metrics = _score_metrics(score, correct, options)
+        probability = not uncertainty and bool(values.size) and values.min() >= 0.0 and values.max() <= 1.0
+        metrics.update(column=name, orientation="uncertainty" if uncertainty else "confidence",
+                       probability_of_correct=probability)
+        if probability:
+            metrics.update(_calibration_metrics(values, correct, options))
+        result.add_score(name, metrics, curve, score)
+
+
+def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> dict:
+    """The most confident errors of every score (see :func:`selcal.diagnostics.confident_errors`)."""
+    rows = result.rows
+    out = {}
+    for name, values in result.score_values.items():
+        entry = REGISTRY.get(name)
+        own = entry is not None and name in result.score_correct
+        out[name] = diagnostics.confident_errors(
+            values, result.score_correct.get(name, rows.correct), top, curve=result.curves[name], ids_of=ids_of,
+            labels=rows.label, predictions=rows.scores[name].pred if own else rows.pred,
+            probability=entry is not None and entry.is_probability(result.scores[name]), images_of=images_of)
+    return out
+
+
+def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
+    """Accuracy and the selective metrics of every score, within each group's rows."""
+    correct = result.rows.correct
+    out = {}
+    for group in sorted(set(result.groups.tolist())):
+        members = result.groups == group
+        group_correct = correct[members]
+        out[group] = {
+            "n_eval": int(members.sum()),
+            "accuracy": float(np.count_nonzero(group_correct) / group_correct.size),
+            "scores": {
+                name: _score_metrics(values[members], result.score_correct.get(name, correct)[members], options)[1]
+                for name, values in result.score_values.items()
+            },
+        }
+    return out
+
+
+def _and(names: Sequence[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def logit_kind(rows: RowReduction) -> str:
+    """What the logit column seems to hold: ``"probabilities"`` (non-negative, rows sum to 1
+    on more than 99% of rows), ``"log-probabilities"`` (logsumexp = 0 on more than 99% of
+    rows) or ``"logits"``. In the first two the max logit is not a logit (plots skip vmax_msp)."""
+    if rows.looks_like_probabilities.mean() > 0.99:
+        return "probabilities"
+    if (np.abs(rows.max_logit - rows.log_msp) < 1e-4).mean() > 0.99:  # logsumexp(v) = 0
+        return "log-probabilities"
+    return "logits"
+
+
+def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilities: bool = False) -> list[str]:
+    """Signs that the dump holds something other than logits and 0-based labels.
+
+    ``chosen``: the scores evaluated (the log-probabilities warning names those that read
+    the logits' scale, ``raw_logits`` in the registry). ``log_probabilities``: the dump says
+    it holds log-probabilities (an ensemble written by ``selcal ensemble``), so they are not
+    warned about.
+    """
+    warnings = []
+    kind = logit_kind(rows)
+    if kind == "probabilities":
+        warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
+                        "save logits, or log-probabilities, instead")
+    elif kind == "log-probabilities" and not log_probabilities:
+        right = [n for n in chosen if not REGISTRY[n].raw_logits]
+        wrong = [n for n in chosen if REGISTRY[n].raw_logits] or [n for n in REGISTRY if REGISTRY[n].raw_logits]
+        warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
+                        + (f"{_and(right)} {'is' if len(right) == 1 else 'are'} right, but " if right else "")
+                        + f"{_and(wrong)} {'is' if len(wrong) == 1 else 'are'} not meaningful")
+    accuracy = rows.correct.mean()
+    shifted_accuracy = rows.label_is_pred_plus_one.mean()
+    if shifted_accuracy > max(2 * accuracy, 0.5):
+        warnings.append(f"the labels look 1-based: label = prediction + 1 on {100 * shifted_accuracy:.1f}% "
+                        f"of rows, label = prediction on {100 * accuracy:.1f}%; subtract 1 from the labels")
+    return warnings
+
+
+def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Options(), name: str | None = None,
+                  progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
+    """Split, fit and measure one model's dump (see :func:`measure_arrays`)."""
+    check_ids(test.path, test.ids, val.path if val is not None else None, val.ids if val is not None else None,
+              test.split, val.split if val is not None else None)
+    numbered = test.ids is None and options.errors_top
+    if numbered:  # the confident errors name a row by its number in the file
+        test = replace(test, ids=np.arange(len(test)))
+    val_rows, eval_rows, rule = split_rows(test, val, options, by_position=numbered)
+    n_train = test.n_train + (val.n_train if val is not None else 0)
+    extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
+                        test.n_ignored + (val.n_ignored if val is not None else 0), n_train,
+                        by_id=test.ids is not None and not numbered)
+    extra.update(_ensemble_provenance(test.metadata))
+    if test.images is not None:
+        extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
+                                           None if val_rows is None or rule == "val-file" else val_rows.images,
+                                           eval_rows.images, val)
+    warnings = split_warnings(len(eval_rows), len(val_rows) if options.needs_validation and val_rows else None,
+                              eval_rows.n_ignored) + split_column_warnings(test.split)
+    result = measure_arrays(
+        eval_rows.logits, eval_rows.labels,
+        None if val_rows is None else val_rows.logits,
+        None if val_rows is None else val_rows.labels,
+        options=options, name=name or _model_name(test.path), path=test.path, split=rule,
+        warnings=warnings,
+        extra=extra, groups=eval_rows.groups,
+        progress=progress, clusters=eval_rows.images, columns=eval_rows.columns,
+        ids=eval_rows.ids,
+        image_names=None if eval_rows.images is None or test.image_names is None else test.image_names,
+    )
+    if val is not None:  # after the fit's own warnings, as in evaluate_source
+        shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
+        result.warnings += leak_warnings(test.path, val.path, shared)
+    result.cluster_names = test.image_names
+    return result
