@@ -14,7 +14,7 @@ from .errors import SelcalError  # noqa: E402
 from .evaluate import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
 from .io import read_dump  # noqa: E402
 from .options import Options  # noqa: E402
-from .report import EvaluationResult, ModelResult  # noqa: E402
+from .results import EvaluationResult, ModelResult  # noqa: E402
 from .scores import register_score  # noqa: E402
 
 __all__ = [

@@ -60,7 +60,7 @@ from scipy.special import digamma
 from . import calibration
 from .errors import OptionError, SelcalError
 from .metrics import catalog
-from .report import EvaluationResult, ModelResult, to_jsonable
+from .results import EvaluationResult, ModelResult, to_jsonable
 from .scores import REGISTRY, fitted as fitted_scores
 
 __all__ = [

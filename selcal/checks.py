@@ -52,8 +52,6 @@ __all__ = [
     "check",
     "compare",
     "compare_files",
-    "refit_data",
-    "render_intervals",
 ]
 
 # Directions and levels are the catalog's (selcal.metrics.catalog); these names stay for callers.
@@ -337,7 +335,7 @@ class Report:
         return 1 if self.failures else 0
 
     def to_dict(self) -> dict[str, Any]:
-        from .report import to_jsonable
+        from .results import to_jsonable
 
         return to_jsonable({
             "command": self.command, "status": "fail" if self.failures else "pass", "exit_code": self.exit_code,
@@ -819,73 +817,3 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     if rule == "holdout":
         report.notes.append("one random hold-out (A's) is used for both models, so both are evaluated on the same rows")
     return report
-
-
-# ------------------------------------------------------------------------ refit data
-def refit_data(paths: Sequence, val: Sequence | None, options, *, label_col: str | None = None,
-               logits_col: str | None = None, ignore_label: int | None = None,
-               pixels_per_image: int | None = None) -> list:
-    """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
-
-    Reads the dumps again and splits them exactly as ``selcal.evaluate`` does, so the
-    evaluation rows are those of the result, in the same order.
-    """
-    from .bootstrap import RefitData
-    from .pipeline.split import split_rows
-    from .io import read_dump
-
-    out = []
-    for index, path in enumerate(paths):
-        pixels = dict(pixels_per_image=pixels_per_image, seed=options.seed)  # (segmentation folders only)
-        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, **pixels)
-        val_dump = read_dump(str(val[index]), label_col=label_col, logits_col=logits_col,
-                             ignore_label=ignore_label, **pixels) if val else None
-        fit, rows, _ = split_rows(test, val_dump, options)
-        if fit is None:
-            out.append(None)
-            continue
-        out.append(RefitData(rows.logits, rows.labels, fit.logits, fit.labels, clusters=rows.images,
-                             val_clusters=fit.images))
-    return out
-
-
-# ------------------------------------------------------------- evaluate --bootstrap
-def render_intervals(result, console) -> None:
-    """After ``selcal evaluate``'s table: each model's bootstrap intervals, metrics by scores."""
-    from rich.table import Table
-
-    from rich.markup import escape
-
-    metric_label = catalog.label
-
-    info = getattr(result, "bootstrap", None) or {}
-    level = f"{100 * info.get('confidence', 0.95):g}%"
-    for model in result.models:
-        names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
-        keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
-        unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
-        console.print(f"[bold]{escape(model.name)}[/bold]  {level} bootstrap intervals "
-                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})",
-                      soft_wrap=True)
-        table = Table(show_edge=False, pad_edge=False)
-        table.add_column("metric")
-        for name in names:
-            table.add_column(name, justify="right")
-        for key in keys:
-            table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
-        console.print(table)
-        model_ci = model.extra.get("ci") or {}
-        if model_ci:
-            console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
-                          soft_wrap=True)
-        console.print()
-
-
-def _interval_text(key: str, ci) -> str:
-    metric_unit = catalog.unit
-
-    if ci is None:
-        return "-"
-    if metric_unit(key) != "pct":
-        return f"{ci[0]:.4f}–{ci[1]:.4f}"
-    return f"{100 * ci[0]:.2f}–{100 * ci[1]:.2f}"

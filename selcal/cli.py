@@ -232,7 +232,7 @@ def evaluate(
             shown = [{**row, "warnings": ()} for row in board] if no_warnings else board  # no marker to nothing
             render_leaderboard(shown, console if console.is_terminal else Console(width=160))
     if bootstrap and not quiet and not stdout_outputs:
-        from .checks import render_intervals
+        from .report import render_intervals
 
         render_intervals(result, Console())
     if not quiet:

@@ -15,13 +15,14 @@ import numpy as np
 
 from . import diagnostics
 from .errors import SelcalError
+from .io import read_dump
 from .io.parquet import parquet_schema_metadata
 from .options import (DEFAULT_COVERAGES, DEFAULT_P_GRID, DEFAULT_RISKS, MAX_BINS, MAX_P,  # noqa: F401
                       MAX_P_GRID_VALUES, parse_floats, parse_p_grid)
 from .options import Options  # noqa: F401  (re-exported)
-from .report import EvaluationResult
-from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, model_jobs, run_jobs
-from .pipeline.measure import data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays
+from .results import EvaluationResult
+from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, model_jobs, run_jobs  # noqa: F401
+from .pipeline.measure import data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays  # noqa: F401
 from .pipeline.reduce import RowReduction, ScoreRows, _probability_terms, in_top_k, reduce_rows  # noqa: F401
 from .pipeline.split import (SharedRows, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
                              split_plan, split_rows)
@@ -129,12 +130,11 @@ def with_intervals(result: EvaluationResult, *, resamples: int, confidence: floa
     from .bootstrap import add_intervals
 
     if refit and refit_data is None:
-        from .checks import refit_data as read_refit_data
 
         paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
         vals = None if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__")
                                          else list(val))
-        refit_data = read_refit_data([str(p) for p in paths], None if vals is None else [str(v) for v in vals],
+        refit_data = refit_data_of([str(p) for p in paths], None if vals is None else [str(v) for v in vals],
                                      result.options, **read)
     return add_intervals(result, resamples=resamples, seed=result.options.seed, confidence=confidence,
                          refit=refit_data if refit else None, progress=progress)
@@ -246,3 +246,28 @@ def add_sweep(result: EvaluationResult, name: str, values: Sequence[float]) -> N
     """Set ``extra["sweep"] = {name: value}`` on each model (in the order of the TEST files)."""
     for model, value in zip(result.models, values):
         model.extra["sweep"] = {name: value}
+
+
+def refit_data_of(paths: Sequence, val: Sequence | None, options, *, label_col: str | None = None,
+               logits_col: str | None = None, ignore_label: int | None = None,
+               pixels_per_image: int | None = None) -> list:
+    """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
+
+    Reads the dumps again and splits them exactly as ``selcal.evaluate`` does, so the
+    evaluation rows are those of the result, in the same order.
+    """
+    from .bootstrap import RefitData
+
+    out = []
+    for index, path in enumerate(paths):
+        pixels = dict(pixels_per_image=pixels_per_image, seed=options.seed)  # (segmentation folders only)
+        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, **pixels)
+        val_dump = read_dump(str(val[index]), label_col=label_col, logits_col=logits_col,
+                             ignore_label=ignore_label, **pixels) if val else None
+        fit, rows, _ = split_rows(test, val_dump, options)
+        if fit is None:
+            out.append(None)
+            continue
+        out.append(RefitData(rows.logits, rows.labels, fit.logits, fit.labels, clusters=rows.images,
+                             val_clusters=fit.images))
+    return out

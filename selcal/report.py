@@ -1,15 +1,12 @@
-"""Result objects and their renderings: JSON (schema 1) and the terminal table."""
+"""Renderings of results (:mod:`selcal.results`): the terminal table, the leaderboard (terminal,
+Markdown, CSV), the bootstrap intervals table and the most-confident-errors CSV."""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ._version import __version__
+from .results import SCHEMA_VERSION, EvaluationResult, ModelResult, to_jsonable  # noqa: F401  (re-exported)
 from .metrics import catalog
 from .scores import REGISTRY
 from .scores.registry import BoardColumn
@@ -17,140 +14,7 @@ from .scores.registry import BoardColumn
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "render_table", "metric_sections",
            "leaderboard",
            "render_leaderboard", "leaderboard_markdown", "leaderboard_csv", "LEADERBOARD_COLUMNS", "METRIC_NAMES",
-           "metric_name", "metric_label", "metric_unit", "ERRORS_CSV_COLUMNS", "confident_errors_csv"]
-
-SCHEMA_VERSION = 1
-
-
-@dataclass
-class ModelResult:
-    """Every number selcal reports for one model (keys as in CONVENTIONS.md's JSON).
-
-    ``scores`` maps a score name to its metrics; ``curves`` keeps each score's
-    risk-coverage operating points for plotting; ``score_values`` each score's per-row
-    value on the evaluation rows, and ``rows`` the per-row reduction
-    (:class:`selcal.evaluate.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
-    bootstrap and plots. None of these three is written to JSON, nor ``confident_errors``
-    (score name -> :class:`selcal.diagnostics.ConfidentErrors`, the most confident errors).
-    """
-
-    name: str
-    path: str
-    num_classes: int
-    n_eval: int
-    n_val: int
-    split: str
-    accuracy: float
-    error: float
-    nll: float
-    brier: float
-    cece: float
-    top5_accuracy: float | None = None
-    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    curves: dict[str, Any] = field(default_factory=dict, repr=False)
-    score_values: dict[str, Any] = field(default_factory=dict, repr=False)
-    rows: Any = field(default=None, repr=False)
-    groups: Any = field(default=None, repr=False)
-    clusters: Any = field(default=None, repr=False)  # the image of each pixel row (cluster bootstrap)...
-    cluster_names: Any = field(default=None, repr=False)  # ... as an index into these image ids
-    confident_errors: dict[str, Any] = field(default_factory=dict, repr=False)
-    confidences: dict[str, Any] = field(default_factory=dict, repr=False)  # top-label probability of each score that has one
-    score_correct: dict[str, Any] = field(default_factory=dict, repr=False)  # own errors of a score with its own predictions
-    states: dict[str, Any] = field(default_factory=dict, repr=False)  # fitted state of each fitted score
-
-    def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
-        self.scores[name] = metrics
-        if curve is not None:
-            self.curves[name] = curve
-        if values is not None:
-            self.score_values[name] = values
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "name": self.name, "path": self.path, "num_classes": self.num_classes,
-            "n_eval": self.n_eval, "n_val": self.n_val, "split": self.split,
-            "accuracy": self.accuracy,
-            **({"top5_accuracy": self.top5_accuracy} if self.top5_accuracy is not None else {}),
-            "error": self.error, "nll": self.nll,
-            "brier": self.brier, "cece": self.cece,
-            "scores": self.scores,
-        }
-        out.update(self.extra)
-        out["warnings"] = list(self.warnings)
-        return to_jsonable(out)
-
-
-@dataclass
-class EvaluationResult:
-    """The result of ``selcal.evaluate`` and ``selcal.evaluate_arrays``: one :class:`ModelResult`
-    per model.
-
-    A result of one model also answers for that model (``result.scores`` is
-    ``result.models[0].scores``), and results given as ``models`` are unpacked into their
-    models, so ``EvaluationResult([evaluate_arrays(...), ...])`` gathers several models.
-    """
-
-    models: list[ModelResult]
-    options: Any = None
-
-    def __post_init__(self):
-        self.models = [m for item in self.models
-                       for m in (item.models if isinstance(item, EvaluationResult) else [item])]
-
-    def __getattr__(self, name: str):
-        models = self.__dict__.get("models")
-        if not name.startswith("_") and models is not None and len(models) == 1:
-            return getattr(models[0], name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": SCHEMA_VERSION, "selcal": __version__}
-        if self.options is not None:
-            out["options"] = _options_dict(self.options)
-        out["models"] = [m.to_dict() for m in self.models]
-        return out
-
-    def to_json(self) -> str:
-        """JSON text; NaN and infinity never appear (undefined values are ``null``)."""
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-
-    def __getitem__(self, name: str) -> ModelResult:
-        for model in self.models:
-            if model.name == name:
-                return model
-        raise KeyError(name)
-
-
-def _options_dict(options) -> dict[str, Any]:
-    return to_jsonable({
-        "scores": list(options.scores), "bins": options.bins, "risks": list(options.risks),
-        "coverages": list(options.coverages), "aurc_estimator": options.aurc_estimator,
-        "aece_estimator": getattr(options, "aece_estimator", "equal-mass"),
-        "val_fraction": options.val_fraction, "seed": options.seed, "center": options.center,
-        "p_grid": list(options.p_grid), "pnorm_objective": options.pnorm_objective,
-        "temp_objective": options.temp_objective,
-        **({"score_cols": list(options.score_cols)} if getattr(options, "score_cols", ()) else {}),
-        **({"uncertainty_cols": list(options.uncertainty_cols)} if getattr(options, "uncertainty_cols", ()) else {}),
-    })
-
-
-def to_jsonable(value):
-    """Plain Python types for JSON: numpy scalars unwrapped, NaN and inf as ``None``."""
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    return value
-
+           "metric_name", "metric_label", "metric_unit", "ERRORS_CSV_COLUMNS", "confident_errors_csv", "render_intervals"]
 
 # ---------------------------------------------------------------------- metric names
 # Every fact about a metric (name, unit, direction, interval) is its entry in the catalog
@@ -626,3 +490,41 @@ def confident_errors_csv(result: EvaluationResult) -> str:
                                  repr(float(errors.rank_percentile[rank]))]
                                 + ([] if not images else ["" if errors.image is None else errors.image[rank]]))
     return out.getvalue()
+
+
+# ------------------------------------------------------------- evaluate --bootstrap
+def render_intervals(result, console) -> None:
+    """After ``selcal evaluate``'s table: each model's bootstrap intervals, metrics by scores."""
+    from rich.table import Table
+
+    from rich.markup import escape
+
+    info = getattr(result, "bootstrap", None) or {}
+    level = f"{100 * info.get('confidence', 0.95):g}%"
+    for model in result.models:
+        names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
+        keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
+        unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
+        console.print(f"[bold]{escape(model.name)}[/bold]  {level} bootstrap intervals "
+                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})",
+                      soft_wrap=True)
+        table = Table(show_edge=False, pad_edge=False)
+        table.add_column("metric")
+        for name in names:
+            table.add_column(name, justify="right")
+        for key in keys:
+            table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
+        console.print(table)
+        model_ci = model.extra.get("ci") or {}
+        if model_ci:
+            console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
+                          soft_wrap=True)
+        console.print()
+
+
+def _interval_text(key: str, ci) -> str:
+    if ci is None:
+        return "-"
+    if metric_unit(key) != "pct":
+        return f"{ci[0]:.4f}–{ci[1]:.4f}"
+    return f"{100 * ci[0]:.2f}–{100 * ci[1]:.2f}"

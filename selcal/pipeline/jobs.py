@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ..errors import SelcalError
 from ..io import expand_input, open_dump
 from ..options import Options
-from ..report import EvaluationResult, ModelResult
+from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump
 from .split import _unique_names
 from .stream import evaluate_confidences, evaluate_source, read_columns

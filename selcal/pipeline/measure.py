@@ -14,7 +14,7 @@ from ..errors import SelcalError
 from ..io import Dump
 from ..metrics import catalog
 from ..options import Options
-from ..report import ModelResult
+from ..results import ModelResult
 from ..scores import REGISTRY
 from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
 from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,

@@ -13,7 +13,7 @@ from ..errors import SelcalError
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message
 from ..options import Options
-from ..report import ModelResult
+from ..results import ModelResult
 from .measure import _add_column_scores, _group_metrics, _measure, fit_scores
 from .reduce import RowReduction, rows_per_chunk
 from .split import (SharedRows, _check_same_classes, _ensemble_provenance, _model_name, _provenance, _rows_of,
