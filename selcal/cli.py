@@ -62,26 +62,60 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
     return values
 
 
-def _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid, pnorm_objective,
-             temp_objective="nll", score_cols=(), uncertainty_cols=(),
-             aece_estimator="equal-mass", errors_top=20, logit_profile=False):
-    """:class:`selcal.Options` from the command-line text of the options that change a number.
+def _options(ctx: typer.Context, **values):
+    """:class:`selcal.Options` from the command line: every parameter of the command that is a
+    field of Options (its flag was built from that field's default), plus ``values``.
 
     Options checks and parses the values (the one validation of the Python API too); its
     errors name Python arguments, renamed here to the flags.
     """
+    from dataclasses import fields
+
     from .options import Options
 
+    given = {f.name: ctx.params[f.name] for f in fields(Options) if f.name in ctx.params}
+    given.update(values)
+    for name in ("score_cols", "uncertainty_cols"):
+        if name in given:
+            given[name] = tuple(given[name] or ())
     try:
-        return Options(
-            scores=scores, bins=bins, risks=risks, coverages=coverages, aurc_estimator=aurc_estimator,
-            val_fraction=val_fraction, seed=seed, center=center, p_grid=p_grid, pnorm_objective=pnorm_objective,
-            temp_objective=temp_objective, score_cols=tuple(score_cols or ()),
-            uncertainty_cols=tuple(uncertainty_cols or ()),
-            aece_estimator=aece_estimator, errors_top=errors_top, logit_profile=logit_profile,
-        )
+        return Options(**given)
     except OptionError as exc:
         raise _flag_error(exc) from None
+
+
+# Options that evaluate and compare share, declared once: flags and help here, defaults from Options.
+_SHARED = {
+    "scores": dict(default=_text(DEFAULTS.scores), help=_SCORES_HELP),
+    "bins": dict(default=DEFAULTS.bins, help="Bins of every binned calibration metric."),
+    "risks": dict(default=_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
+    "coverages": dict(default=_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
+    "aurc_estimator": dict(default=DEFAULTS.aurc_estimator,
+                           help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    "val_fraction": dict(default=DEFAULTS.val_fraction,
+                         help="Hold-out fraction when there is no --val and no split column."),
+    "seed": dict(default=DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
+    "center": dict(default=DEFAULTS.center, flags=("--center/--no-center",),
+                   help="Centre logits before the p-norm (default) or not (eq. 17)."),
+    "p_grid": dict(default=_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    "pnorm_objective": dict(default=DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
+    "temp_objective": dict(default=DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by "
+                                                                 "validation AURC (a log grid, as Cattelan & Silva)."),
+    "label_col": dict(default=None, help="Name of the label column (default: the one of label, labels, target, "
+                                         "targets, y)."),
+    "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
+    "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
+    "pixels_per_image": dict(default=None, flags=("--pixels-per-image",), metavar="P",
+                             help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), "
+                                  "the same for every model."),
+    "quiet": dict(default=False, flags=("--quiet", "-q"), help="No table on the terminal (warnings still go to stderr)."),
+}
+
+
+def _shared(name: str):
+    """The typer option ``name`` of :data:`_SHARED` (a new object for each command)."""
+    spec = dict(_SHARED[name])
+    return typer.Option(spec.pop("default"), *spec.pop("flags", ()), **spec)
 
 
 def _flag_error(exc: OptionError) -> OptionError:
@@ -117,27 +151,27 @@ def evaluate(
     files: List[Path] = typer.Argument(..., help=_FILES_HELP, show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
-    scores: str = typer.Option(_text(DEFAULTS.scores), help=_SCORES_HELP),
-    bins: int = typer.Option(DEFAULTS.bins, help="Bins of every binned calibration metric."),
-    risks: str = typer.Option(_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
-    coverages: str = typer.Option(_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
-    aurc_estimator: str = typer.Option(DEFAULTS.aurc_estimator, help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    scores: str = _shared("scores"),
+    bins: int = _shared("bins"),
+    risks: str = _shared("risks"),
+    coverages: str = _shared("coverages"),
+    aurc_estimator: str = _shared("aurc_estimator"),
     score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
     uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
     aece_estimator: str = typer.Option(DEFAULTS.aece_estimator, help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
-    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
-    ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    label_col: Optional[str] = _shared("label_col"),
+    logits_col: Optional[str] = _shared("logits_col"),
+    ignore_label: Optional[int] = _shared("ignore_label"),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
     input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help=_INPUT_HELP),
     lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
-    pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for every model."),
-    val_fraction: float = typer.Option(DEFAULTS.val_fraction, help="Hold-out fraction when there is no --val and no split column."),
-    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
-    center: bool = typer.Option(DEFAULTS.center, "--center/--no-center", help="Centre logits before the p-norm (default) or not (eq. 17)."),
-    p_grid: str = typer.Option(_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
-    pnorm_objective: str = typer.Option(DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
-    temp_objective: str = typer.Option(DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
+    pixels_per_image: Optional[int] = _shared("pixels_per_image"),
+    val_fraction: float = _shared("val_fraction"),
+    seed: int = _shared("seed"),
+    center: bool = _shared("center"),
+    p_grid: str = _shared("p_grid"),
+    pnorm_objective: str = _shared("pnorm_objective"),
+    temp_objective: str = _shared("temp_objective"),
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit every fitted score (T, p, ...) on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
@@ -156,7 +190,7 @@ def evaluate(
     engine: str = typer.Option("local", "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
     rank_maps: int = typer.Option(3, "--rank-maps", metavar="N", help="Segmentation folders with --plots: uncertainty-rank maps of the N images with the most confident errors."),
     rank_maps_of: Optional[str] = typer.Option(None, "--rank-maps-of", metavar="ID,...", help="Segmentation folders with --plots: rank maps of these images instead."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
+    quiet: bool = _shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP),
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
@@ -166,9 +200,7 @@ def evaluate(
     from .io import Outputs
 
     try:
-        options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective, temp_objective, score_cols, uncertainty_cols, aece_estimator, errors_top,
-                           logit_profile=plots_dir is not None or report_path is not None)
+        options = _options(ctx, logit_profile=plots_dir is not None or report_path is not None)
         if bootstrap:
             from .bootstrap import check_arguments
 
@@ -582,27 +614,27 @@ def compare(
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
     bootstrap: int = typer.Option(1000, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals."),
-    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
+    seed: int = _shared("seed"),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
-    scores: str = typer.Option(_text(DEFAULTS.scores), help=_SCORES_HELP),
-    bins: int = typer.Option(DEFAULTS.bins, help="Bins of every binned calibration metric."),
-    risks: str = typer.Option(_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
-    coverages: str = typer.Option(_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
-    aurc_estimator: str = typer.Option(DEFAULTS.aurc_estimator, help="AURC estimator: mean or trapz."),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: the one of label, labels, target, targets, y)."),
-    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
-    ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
-    pixels_per_image: Optional[int] = typer.Option(None, "--pixels-per-image", metavar="P", help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), the same for both models."),
-    val_fraction: float = typer.Option(DEFAULTS.val_fraction, help="Hold-out fraction when there is no --val and no split column."),
-    center: bool = typer.Option(DEFAULTS.center, "--center/--no-center", help="Centre logits before the p-norm."),
-    p_grid: str = typer.Option(_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
-    pnorm_objective: str = typer.Option(DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
-    temp_objective: str = typer.Option(DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by validation AURC (a log grid, as Cattelan & Silva)."),
+    scores: str = _shared("scores"),
+    bins: int = _shared("bins"),
+    risks: str = _shared("risks"),
+    coverages: str = _shared("coverages"),
+    aurc_estimator: str = _shared("aurc_estimator"),
+    label_col: Optional[str] = _shared("label_col"),
+    logits_col: Optional[str] = _shared("logits_col"),
+    ignore_label: Optional[int] = _shared("ignore_label"),
+    pixels_per_image: Optional[int] = _shared("pixels_per_image"),
+    val_fraction: float = _shared("val_fraction"),
+    center: bool = _shared("center"),
+    p_grid: str = _shared("p_grid"),
+    pnorm_objective: str = _shared("pnorm_objective"),
+    temp_objective: str = _shared("temp_objective"),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
+    quiet: bool = _shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
     show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
 ):
@@ -611,8 +643,7 @@ def compare(
     from .io import Outputs
 
     try:
-        options = _options(scores, bins, risks, coverages, aurc_estimator, val_fraction, seed, center, p_grid,
-                           pnorm_objective, temp_objective)
+        options = _options(ctx)
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
         outputs = Outputs(inputs=[file_a, file_b, *(val or [])])
