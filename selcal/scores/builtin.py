@@ -45,10 +45,15 @@ def _pnorm_values(t: ChunkTerms, state) -> object:
     return t.cached(("pnorm", state.p, state.center), lambda: pnorm(t.logits, state.p, state.center))
 
 
-def _pnorm_note(m: dict) -> str:
+def _search_note(name: str, fitted: str, m: dict) -> str:
+    """The fit note of a score searched by a validation objective, which may fall back to MSP."""
     centre = "centred" if m["center"] else "uncentred"
-    return (f"pnorm: p = {m['p']} ({centre}, by validation {str(m.get('objective', 'aurc')).upper()})"
+    return (f"{name}: {fitted} ({centre}, by validation {str(m.get('objective', 'aurc')).upper()})"
             + ("; falls back to MSP, which is no worse on validation" if m["fallback"] else ""))
+
+
+def _pnorm_note(m: dict) -> str:
+    return _search_note("pnorm", f"p = {m['p']}", m)
 
 
 add(Score(
@@ -142,9 +147,7 @@ def _fit_pnorm_softmax(val_logits, val_labels, options) -> fits.PnormSoftmaxFit:
 
 
 def _pnorm_softmax_note(m: dict) -> str:
-    centre = "centred" if m["center"] else "uncentred"
-    return (f"pnorm_softmax: p = {m['p']}, T = {m['temperature']:.4g} ({centre}, by validation AURC)"
-            + ("; falls back to MSP, which is no worse on validation" if m["fallback"] else ""))
+    return _search_note("pnorm_softmax", f"p = {m['p']}, T = {m['temperature']:.4g}", m)
 
 
 add(Score(
