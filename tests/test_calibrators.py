@@ -12,7 +12,7 @@ from scipy.special import log_softmax, logsumexp, softmax
 
 from selcal import calibrators as C
 from selcal.errors import SelcalError
-from selcal.posthoc import fit_temperature
+from selcal.scores.fits import fit_temperature
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_logits"
 
