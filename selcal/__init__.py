@@ -12,6 +12,7 @@ from ._version import __version__  # noqa: E402
 
 from .errors import SelcalError  # noqa: E402
 from .evaluate import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
+from .deployment import ThresholdResult, threshold  # noqa: E402
 from .io import read_dump  # noqa: E402
 from .options import Options  # noqa: E402
 from .results import EvaluationResult, ModelResult  # noqa: E402
@@ -24,6 +25,8 @@ __all__ = [
     "evaluate",
     "evaluate_arrays",
     "evaluate_dump",
+    "threshold",
+    "ThresholdResult",
     "read_dump",
     "EvaluationResult",
     "ModelResult",

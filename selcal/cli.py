@@ -888,3 +888,9 @@ _set_metavars(app)
 
 if __name__ == "__main__":  # pragma: no cover
     run()
+
+
+# ``selcal threshold`` lives in its own module (which imports nothing from this one).
+from .cli_threshold import threshold as _threshold_command  # noqa: E402
+
+app.command("threshold")(_threshold_command)

@@ -288,19 +288,21 @@ def sgr(score, correct=None, *, risk: float = DEFAULT_RISK, delta: float = DEFAU
     return _certificate("sgr", risk, delta, curve, chosen, chosen_bound, tests)
 
 
-def ltt_coverages(n: int, risk: float, delta: float, testable_only: bool = True) -> tuple[int, ...]:
+def ltt_coverages(n: int, risk: float, delta: float, testable_only: bool = False) -> tuple[int, ...]:
     """The coverages (percent) LTT tests for ``n`` calibration rows, in order.
 
-    1, 2, ..., 100; with ``testable_only`` (the default), from the first c whose threshold
+    1, 2, ..., 100 (CONVENTIONS.md). With ``testable_only``, from the first c whose threshold
     accepts at least :func:`minimum_rows` rows (⌈c n / 100⌉ >= m): a hypothesis on fewer rows
     has a p-value above δ whatever the data (even with no error, (1 - r)^a > δ), so testing it
-    could only stop the sequence. The start depends on n, r and δ alone, never on the scores,
-    so the sequence is fixed before the data are seen, as fixed-sequence testing requires.
+    can only stop the sequence. That start depends on n, r and δ alone, never on the scores, so
+    the guarantee holds; but it is not the default, because it makes the answer non-monotone:
+    a larger δ (or r) moves the start to an earlier coverage whose hypothesis may fail, and
+    then gives a *lower* coverage (``tests/test_threshold.py`` has the case).
 
     Examples
     --------
-    >>> ltt_coverages(5000, 0.05, 0.1)[:3], ltt_coverages(5000, 0.01, 0.1)[0]
-    ((1, 2, 3), 5)
+    >>> ltt_coverages(5000, 0.01, 0.1)[0], ltt_coverages(5000, 0.01, 0.1, testable_only=True)[0]
+    (1, 5)
     """
     if not testable_only:
         return LTT_COVERAGES
@@ -316,14 +318,14 @@ def _coverage_points(curve: RiskCoverage, coverages) -> np.ndarray:
 
 
 def ltt(score, correct=None, *, risk: float = DEFAULT_RISK, delta: float = DEFAULT_DELTA,
-        testable_only: bool = True) -> Certificate:
+        testable_only: bool = False) -> Certificate:
     """Learn-then-Test with fixed-sequence testing (Angelopoulos et al. 2021).
 
     The hypotheses are the thresholds of the coverages 1%, 2%, ..., 100% of the calibration
     rows (for c %, the first operating point whose coverage is at least c %; a tie group that
-    spans several percents is one hypothesis, tested once), from the first coverage with
-    enough rows for any test to reject (:func:`ltt_coverages`; ``testable_only=False`` starts
-    at 1 % whatever n). In that order, each null
+    spans several percents is one hypothesis, tested once); ``testable_only`` starts at the
+    first coverage with enough rows for a test to reject (see :func:`ltt_coverages`: valid, but
+    not monotone in δ and r). In that order, each null
     "selective risk > r" is tested with the exact binomial p-value P(Binom(a, r) <= e) and
     rejected when it is at most δ; the sequence stops at the first hypothesis not rejected.
     The answer is the last rejected one (the highest coverage), with the certified bound r;

@@ -71,13 +71,14 @@ def sgr(score, correct, risk, delta):
     return (None, None) if best is None else (best[1], best[2])
 
 
-def ltt(score, correct, risk, delta):
-    """threshold or None of fixed-sequence testing over the coverages 1 .. 100 %, from the first
-    whose ceil(c n / 100) rows could be rejected with no error ((1 - r)^a <= delta)."""
+def ltt(score, correct, risk, delta, testable_only=False):
+    """threshold or None of fixed-sequence testing over the coverages 1 .. 100 %; with
+    ``testable_only`` from the first whose ceil(c n / 100) rows could be rejected with no error
+    ((1 - r)^a <= delta)."""
     points = candidates(score, correct)
     n = len(score)
     fewest = 1
-    while (1 - Fraction(risk)) ** fewest > Fraction(delta):
+    while testable_only and (1 - Fraction(risk)) ** fewest > Fraction(delta):
         fewest += 1
     chosen = None
     tested = set()

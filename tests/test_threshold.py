@@ -138,29 +138,43 @@ def test_ltt_hand_worked_accepts_all_and_stops_at_the_first():
     assert th.ltt(SCORE, CORRECT, risk=0.5, delta=0.3).accepted == 8
     # delta = 0.25: p = 0.25 <= 0.25 is still rejected (the test is p <= delta).
     assert th.ltt(SCORE, CORRECT, risk=0.5, delta=0.25).accepted == 8
-    # delta = 0.2: group 0's 2 rows could never be rejected ((1 - 0.5)^2 = 0.25 > 0.2 even with
-    # no error): the sequence starts at the first coverage with >= 3 rows, c = 26 % (group 1).
+    # delta = 0.2: tested from 1 % as printed, group 0 (p = 0.25 > 0.2) stops the sequence at
+    # once, although every later hypothesis would be rejected. Abstain on everything.
     cert = th.ltt(SCORE, CORRECT, risk=0.5, delta=0.2)
-    assert [t.index for t in cert.tests] == [1, 2, 3] and cert.accepted == 8
-    # Tested from 1 % as printed, group 0 (p = 0.25 > 0.2) stops the sequence at once,
-    # although every later hypothesis would be rejected. Abstain on everything.
-    cert = th.ltt(SCORE, CORRECT, risk=0.5, delta=0.2, testable_only=False)
     assert cert.abstain_all and len(cert.tests) == 1
+    # testable_only: group 0's 2 rows could never be rejected ((1 - 0.5)^2 = 0.25 > 0.2 even with
+    # no error): the sequence starts at the first coverage with >= 3 rows, c = 26 % (group 1).
+    cert = th.ltt(SCORE, CORRECT, risk=0.5, delta=0.2, testable_only=True)
+    assert [t.index for t in cert.tests] == [1, 2, 3] and cert.accepted == 8
 
 
-def test_ltt_starts_where_a_test_can_reject():
+def test_ltt_starting_where_a_test_can_reject_is_not_monotone_in_delta():
+    # Why the sequence starts at 1 % (hypothesis found it): rows (score, correct) (1, wrong),
+    # (0, right), (0, right); r = 0.875. At delta = 0.0625 one row is too few ((0.125)^1 > delta):
+    # the testable sequence starts with group 1 (3 rows, 1 error, p = 0.043) and accepts all.
+    # At delta = 0.5 it starts with group 0 (1 row, 1 error, p = 1) and abstains: a larger delta,
+    # a lower coverage. From 1 % both start with group 0 and both abstain.
+    score, correct = [1, 0, 0], [False, True, True]
+    loose = th.ltt(score, correct, risk=0.875, delta=0.5, testable_only=True)
+    strict = th.ltt(score, correct, risk=0.875, delta=0.0625, testable_only=True)
+    assert loose.coverage == 0.0 and strict.coverage == 1.0
+    assert th.ltt(score, correct, risk=0.875, delta=0.5).coverage == th.ltt(score, correct, risk=0.875,
+                                                                           delta=0.0625).coverage == 0.0
+
+
+def test_ltt_can_start_where_a_test_can_reject():
     # r = 1 %, delta = 10 %: (0.99)^a <= 0.1 needs a >= 230 rows; of 5000 rows, c = 5 % is the
     # first coverage with that many (250). Starting at 1 % (50 rows) can only abstain.
     assert th.minimum_rows(0.01, 0.1, "ltt") == 230
-    coverages = th.ltt_coverages(5000, 0.01, 0.1)
+    coverages = th.ltt_coverages(5000, 0.01, 0.1, testable_only=True)
     assert coverages == tuple(range(5, 101))
-    assert th.ltt_coverages(5000, 0.01, 0.1, testable_only=False) == tuple(range(1, 101))
-    assert th.ltt_coverages(200, 0.01, 0.1) == ()  # 200 rows: no coverage has 230
-    assert th.ltt([1.0] * 200, [True] * 200, risk=0.01, delta=0.1).abstain_all
+    assert th.ltt_coverages(5000, 0.01, 0.1) == tuple(range(1, 101))
+    assert th.ltt_coverages(200, 0.01, 0.1, testable_only=True) == ()  # 200 rows: no coverage has 230
+    assert th.ltt([1.0] * 200, [True] * 200, risk=0.01, delta=0.1, testable_only=True).abstain_all
     score = np.linspace(0, 1, 5000)
     correct = np.ones(5000, bool)
-    assert th.ltt(score, correct, risk=0.01, delta=0.1).accepted == 5000
-    assert th.ltt(score, correct, risk=0.01, delta=0.1, testable_only=False).abstain_all
+    assert th.ltt(score, correct, risk=0.01, delta=0.1, testable_only=True).accepted == 5000
+    assert th.ltt(score, correct, risk=0.01, delta=0.1).abstain_all  # from 1 %: 50 rows, p = 0.61
 
 
 def test_empirical_is_the_cov_at_risk_operating_point():
@@ -217,8 +231,9 @@ def test_sgr_and_ltt_agree_with_the_brute_force_references():
         assert cert.threshold == threshold
         if bound is not None:
             assert cert.bound == pytest.approx(bound, rel=1e-8, abs=1e-12)
-        assert th.ltt(score, correct, risk=risk, delta=delta).threshold == \
-            ref.ltt(score.tolist(), correct.tolist(), risk, delta)
+        for testable_only in (False, True):
+            assert th.ltt(score, correct, risk=risk, delta=delta, testable_only=testable_only).threshold == \
+                ref.ltt(score.tolist(), correct.tolist(), risk, delta, testable_only)
 
 
 def test_sgr_follows_algorithm_one_on_distinct_scores():
@@ -245,6 +260,15 @@ def test_a_larger_delta_never_gives_a_lower_coverage(data, risk, delta_a, delta_
     low, high = sorted((delta_a, delta_b))
     assert th.certify(score, correct, risk=risk, delta=low, method=method).coverage <= \
         th.certify(score, correct, risk=risk, delta=high, method=method).coverage
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, levels, levels, levels, st.sampled_from(th.METHODS))
+def test_a_larger_target_never_gives_a_lower_coverage(data, delta, risk_a, risk_b, method):
+    score, correct = [s for s, _ in data], [c for _, c in data]
+    low, high = sorted((risk_a, risk_b))
+    assert th.certify(score, correct, risk=low, delta=delta, method=method).coverage <= \
+        th.certify(score, correct, risk=high, delta=delta, method=method).coverage
 
 
 @settings(max_examples=150, deadline=None)

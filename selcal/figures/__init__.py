@@ -10,7 +10,9 @@ matplotlib); the families draw them and read every number from the
 * :mod:`.pnorm`: ``pnorm_search``, ``pnorm_vmax``;
 * :mod:`.profile`: ``logit_profile``, ``overlay_logit_profile``;
 * :mod:`.sweep`: ``sweep_NAME``;
-* :mod:`.segmentation`: the uncertainty-rank maps of segmentation images.
+* :mod:`.segmentation`: the uncertainty-rank maps of segmentation images;
+* :mod:`.threshold`: ``threshold``, the certified thresholds of ``selcal threshold`` on the
+  risk-coverage curve (drawn by that command from its own result, not planned here).
 
 They share only :mod:`.base` (style, fonts, user text, colours, rendering). :mod:`.render`
 plans which figures a result gets, draws them in worker processes and writes them through

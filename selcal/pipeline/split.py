@@ -132,12 +132,14 @@ def image_holdout_mask(images: np.ndarray, names: np.ndarray, fraction: float, s
 
 
 def split_rows(test: Dump, val: Dump | None, options: Options,
-               by_position: bool = False) -> tuple[Dump | None, Dump, str]:
+               by_position: bool = False, needs_validation: bool | None = None) -> tuple[Dump | None, Dump, str]:
     """(validation rows, evaluation rows, rule) of an in-memory dump (see :func:`split_plan`).
 
     Pixel rows of images (``test.images``) are held out by image, never by pixel (rule
     ``image-holdout``); other rows by their ids, or by position when there are none or
-    ``by_position`` says the ids are only row numbers selcal made.
+    ``by_position`` says the ids are only row numbers selcal made. ``needs_validation``
+    (default: whether a chosen score is fitted) asks for validation rows even when no score is
+    fitted (``selcal threshold`` calibrates on them).
     """
     if val is not None:
         _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
@@ -147,7 +149,9 @@ def split_rows(test: Dump, val: Dump | None, options: Options,
     else:
         holdout = lambda: holdout_mask(len(test), None if by_position else test.ids,  # noqa: E731
                                        options.val_fraction, options.seed, where=test.path)
-    rule, val_mask, eval_mask = split_plan(test.split, val is not None, options.needs_validation, holdout)
+    if needs_validation is None:
+        needs_validation = options.needs_validation
+    rule, val_mask, eval_mask = split_plan(test.split, val is not None, needs_validation, holdout)
     rule = _rule_name(rule, test.images is not None, test.metadata)
     val_rows = _rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
     return val_rows, test if eval_mask is None else test.subset(eval_mask), rule

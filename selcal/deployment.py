@@ -1,0 +1,377 @@
+"""``selcal threshold`` as a library: the certified deployment threshold of one model's dump.
+
+Read the dumps, split the rows by evaluate's rule (``--val``, a split column, or the seeded
+hold-out), score them, certify a threshold on the calibration rows
+(:mod:`selcal.guarantee`) and measure it on the evaluation rows. For a score fitted on
+validation rows, a seeded half of the validation rows fits it and the other half calibrates,
+so the calibration rows are new to the fitted score (CONVENTIONS.md, "Deployment thresholds
+with a guarantee").
+
+The only function that knows how a score is computed is :func:`score_rows`; everything else
+reads its result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .guarantee import (DEFAULT_DELTA, DEFAULT_METHOD, DEFAULT_RISK, METHODS, Applied, Certificate, apply_threshold,
+                        certify, check_level, minimum_rows)
+from .scores import REGISTRY
+from .errors import OptionError, SelcalError
+from .evaluate import resolve_options
+from .identity import identity_hashes
+from .options import Options
+from .pipeline.measure import measure_arrays
+from .pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
+                             leak_warnings, split_rows)
+from .selective import RiskCoverage, risk_coverage
+
+# The halves of the validation rows (fit / calibrate) of a fitted score: the smallest hashes of the
+# rows' identity under this purpose (unrelated to the hold-out's hashes of the same seed) fit.
+FIT_HALF_PURPOSE = "threshold.fit"
+
+__all__ = ["ThresholdEntry", "ThresholdResult", "threshold", "threshold_dump", "score_rows", "parse_risks"]
+
+
+def parse_risks(value) -> tuple[float, ...]:
+    """Risk targets from a float, a sequence or comma-separated text, each in (0, 1).
+
+    Examples
+    --------
+    >>> parse_risks("0.01, 0.05"), parse_risks(0.1)
+    ((0.01, 0.05), (0.1,))
+    """
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, (int, float)):
+        items = [value]
+    else:
+        items = list(value)
+    if not items:
+        raise OptionError("risk", "{option} needs at least one target, e.g. 0.05")
+    out = []
+    for item in items:
+        try:
+            out.append(check_level(item, "risk"))
+        except ValueError:
+            raise OptionError("risk", "{option} takes targets in (0, 1), e.g. 0.05 or 0.01,0.05; got "
+                              + repr(item if isinstance(item, str) else float(item))) from None
+    return tuple(dict.fromkeys(out))
+
+
+def _check_delta(delta) -> float:
+    try:
+        return check_level(delta, "delta")
+    except ValueError:
+        raise OptionError("delta", "{option} must be in (0, 1), e.g. 0.1 for 90% confidence; got " + repr(delta)) from None
+
+
+def _check_method(method) -> str:
+    if method not in METHODS:
+        raise OptionError("method", "{option} must be " + " or ".join(METHODS) + f"; got {method!r}")
+    return method
+
+
+def _check_score(name) -> str:
+    if name not in REGISTRY:
+        raise OptionError("score", f"{{option}}: {name!r} is not a registered score; choose one of "
+                                   + ", ".join(REGISTRY))
+    return name
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class ThresholdEntry:
+    """The threshold certified for one risk target, and what it gives on the evaluation rows.
+
+    ``certificate`` is on the scale selcal ranks by (the score's values; a probability score's
+    log); ``threshold`` on the score's own scale (a probability score: the probability) and, for
+    a probability score, ``complement`` = 1 - threshold computed without cancellation.
+    """
+
+    certificate: Certificate
+    evaluation: Applied
+    score: str
+    threshold: float | None
+    probability: bool = False
+    complement: float | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON object of CONVENTIONS.md (fractions; ``bound`` certified)."""
+        cert, ev = self.certificate, self.evaluation
+        return {
+            "method": cert.method, "score": self.score, "risk_target": cert.risk_target, "delta": cert.delta,
+            "threshold": self.threshold, "abstain_all": cert.abstain_all,
+            "calibration": {"n": cert.n, "coverage": cert.coverage, "risk": cert.risk, "bound": cert.bound},
+            "evaluation": {"n": ev.n, "coverage": ev.coverage, "risk": ev.risk},
+        }
+
+
+@dataclass
+class ThresholdResult:
+    """What ``selcal threshold`` found for one model: one :class:`ThresholdEntry` per risk target.
+
+    ``split`` names the validation rule (``val-file``, ``split-column``, ``holdout``, ...);
+    ``n_fit`` the validation rows that fitted the score (0 for a score without a fit);
+    ``calibration_curve`` and ``evaluation_curve`` are the risk-coverage operating points of
+    the calibration and evaluation rows (for the figure); ``state`` and ``fit_note`` the fitted
+    score's state and its note (the registry's).
+    """
+
+    name: str
+    path: str
+    score: str
+    method: str
+    delta: float
+    split: str
+    n_fit: int
+    entries: list[ThresholdEntry]
+    calibration_curve: RiskCoverage
+    evaluation_curve: RiskCoverage
+    probability: bool = False
+    state: object = None
+    fit_note: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self):
+        """The object of the one risk target, or a list of them (in the order given) for several."""
+        objects = [entry.to_dict() for entry in self.entries]
+        return objects[0] if len(objects) == 1 else objects
+
+    def to_json(self) -> str:
+        return json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False) + "\n"
+
+    def sentence(self, entry: ThresholdEntry) -> str:
+        """The plain-words answer for one target (CONVENTIONS.md)."""
+        cert, ev = entry.certificate, entry.evaluation
+        confidence = f"{_confidence(cert.delta)} confidence"
+        if cert.abstain_all:
+            return (f"abstain on everything: no threshold of {self.score} keeps the selective risk at most "
+                    f"{_target(cert.risk_target)} with {confidence} ({cert.method}, calibration: {_count(cert.n)} rows); "
+                    "more calibration rows, a larger --risk or a larger --delta could allow one")
+        evaluation = (f"on the {_count(ev.n)} evaluation rows: coverage {_pct(ev.coverage, 1)}, "
+                      + (f"risk {_pct(ev.risk, 1)}" if ev.risk is not None else "nothing accepted"))
+        return (f"accept {self.score} >= {format_threshold(entry)}: {_pct(cert.coverage, 1)} of new inputs, "
+                f"selective risk at most {_target(cert.risk_target)} with {confidence} "
+                f"(calibration: {_count(cert.n)} rows, bound {_pct(cert.bound, 2)}); {evaluation}")
+
+
+def _confidence(delta: float) -> str:
+    """1 - δ as percent: ``0.1`` -> ``90%``, ``0.05`` -> ``95%``, ``0.001`` -> ``99.9%``."""
+    return f"{100 * (1 - delta):.4g}%"
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _pct(value: float, digits: int) -> str:
+    """A fraction as percent: ``0.0493`` -> ``4.93%`` (``digits`` decimals)."""
+    return f"{100 * value:.{digits}f}%"
+
+
+def _target(value: float) -> str:
+    """A target as the user gave it: ``0.05`` -> ``5.0%``, ``0.0001`` -> ``0.01%``.
+
+    Examples
+    --------
+    >>> _target(0.05), _target(0.0001), _target(0.125)
+    ('5.0%', '0.01%', '12.5%')
+    """
+    short = f"{100 * value:.1f}"
+    return f"{short}%" if abs(float(short) - 100 * value) < 1e-9 else f"{100 * value:.3g}%"
+
+
+def _count(n: int) -> str:
+    """A row count with a space between thousands, as in ``5 000``."""
+    return f"{n:,}".replace(",", " ")
+
+
+def format_threshold(entry: ThresholdEntry) -> str:
+    """θ for people: 6 significant digits; a probability above 0.999 as ``1 - 1.23e-05``, so that
+    confidences close to 1 stay apart. None: ``-``."""
+    if entry.threshold is None:
+        return "-"
+    if entry.probability and entry.complement is not None and entry.threshold > 0.999:
+        return f"1 - {entry.complement:.3g}"
+    return f"{entry.threshold:.6g}"
+
+
+# --------------------------------------------------------------------------- scores
+@dataclass
+class ScoredRows:
+    """A score on one set of rows: ``values`` (as ranked), ``correct`` (by the score's own
+    predictions when it has them) and ``confidence`` (its top-label probability, when it has
+    probabilities; else None)."""
+
+    values: np.ndarray
+    correct: np.ndarray
+    confidence: np.ndarray | None
+
+
+@dataclass
+class Scored:
+    """What :func:`score_rows` returns: one :class:`ScoredRows` per part, and about the score:
+    whether it is a probability (``probability``; its values are then the log of its confidence
+    when it has no ``confidence``), its fitted ``state``, its fit ``note`` and the warnings."""
+
+    parts: list[ScoredRows]
+    probability: bool
+    state: object = None
+    note: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: tuple | None, options,
+               where: str = "") -> Scored:
+    """The registered score ``name`` on the rows of each part, fitted (when it is fitted) on ``fit``.
+
+    ``parts``: (logits, labels) of each set of rows to score; ``fit``: (logits, labels) of the
+    rows a fitted score is fitted on (None for a score without a fit). It runs evaluate's
+    per-row pass (:func:`selcal.pipeline.measure.measure_arrays`) over the parts joined, with one fit:
+    every registered score is computed exactly as ``selcal evaluate`` computes it (its values,
+    its own predictions, its probabilities), whatever its :class:`selcal.scores.Score` entry says.
+    """
+    entry = REGISTRY[name]
+    run = replace(options, scores=(name,), score_cols=(), uncertainty_cols=(), errors_top=0, logit_profile=False)
+    sizes = [labels.size for _, labels in parts]
+    logits = np.concatenate([logits for logits, _ in parts]) if len(parts) > 1 else parts[0][0]
+    labels = np.concatenate([labels for _, labels in parts]) if len(parts) > 1 else parts[0][1]
+    result = measure_arrays(logits, labels, None if fit is None else fit[0], None if fit is None else fit[1],
+                            options=run, name=where, path=where)
+    rows = result.rows.scores[name]
+    correct = rows.correct if rows.correct is not None else result.rows.correct
+    bounds = np.cumsum([0] + sizes)
+    out = [ScoredRows(rows.values[a:b], correct[a:b], None if rows.confidence is None else rows.confidence[a:b])
+           for a, b in zip(bounds[:-1], bounds[1:])]
+    metrics = result.scores[name]
+    return Scored(out, entry.is_probability(metrics), result.states.get(name),
+                  entry.note(metrics) if entry.note is not None else "", list(result.warnings))
+
+
+def _shown(theta: float | None, rows: ScoredRows, probability: bool) -> tuple[float | None, float | None]:
+    """(θ on the score's own scale, 1 - θ for a probability score) of a threshold θ on its values."""
+    if theta is None:
+        return None, None
+    if rows.confidence is not None:  # the confidence of the tie group at θ (values and confidence agree in order)
+        shown = float(rows.confidence[np.flatnonzero(rows.values == theta)[0]])
+        return shown, (1.0 - shown if probability else None)
+    if probability:  # values are the log of the confidence
+        return math.exp(theta), -math.expm1(theta)
+    return theta, None
+
+
+# --------------------------------------------------------------------------- the API
+def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
+                   delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
+                   options=None, name: str | None = None) -> ThresholdResult:
+    """:func:`threshold` for dumps already read (:class:`selcal.io.Dump`)."""
+    options = options or Options()
+    score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
+    risks = parse_risks(risk)
+    entry = REGISTRY[score]
+    val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
+    if val_rows is None or len(val_rows) == 0:
+        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+    fit_rows, cal_rows = None, val_rows
+    if entry.needs_fit:  # a seeded half fits the score, the other half calibrates
+        if val_rows.images is not None:
+            fit_mask = image_holdout_mask(val_rows.images, test.image_names, 0.5, options.seed + 1, where=test.path)
+        else:
+            hashes = identity_hashes(len(val_rows), val_rows.ids, options.seed, purpose=FIT_HALF_PURPOSE)
+            fit_mask = _lowest_hashes(hashes, 0.5, where=test.path)
+        fit_rows, cal_rows = val_rows.subset(fit_mask), val_rows.subset(~fit_mask)
+    for target in risks:
+        needed = minimum_rows(target, delta, method)
+        if len(cal_rows) < needed:
+            halves = " (half of the validation rows: the other half fits the score)" if fit_rows is not None else ""
+            raise SelcalError(
+                f"{test.path}: {_count(len(cal_rows))} calibration rows{halves} cannot certify a selective risk of "
+                f"at most {_target(target)} with {_confidence(delta)} confidence: {method} needs at least "
+                f"{_count(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
+                "larger --val-fraction), a larger --risk or a larger --delta")
+    scored = score_rows(score, [(cal_rows.logits, cal_rows.labels), (eval_rows.logits, eval_rows.labels)],
+                        None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path)
+    cal, ev = scored.parts
+    warnings = scored.warnings
+    if val is not None:
+        shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
+        warnings += leak_warnings(test.path, val.path, shared)
+    curve = risk_coverage(cal.values, cal.correct)
+    entries = []
+    for target in risks:
+        cert = certify(curve, risk=target, delta=delta, method=method)
+        shown, complement = _shown(cert.threshold, cal, scored.probability)
+        entries.append(ThresholdEntry(cert, apply_threshold(ev.values, ev.correct, cert.threshold), score, shown,
+                                      scored.probability, complement))
+    broken = [e for e in entries if e.evaluation.risk is not None and e.evaluation.risk > e.certificate.risk_target]
+    if broken:
+        warnings.append(
+            "on the evaluation rows the risk exceeds the target at "
+            + ", ".join(f"{_target(e.certificate.risk_target)} ({_pct(e.evaluation.risk, 2)})" for e in broken)
+            + f"; the guarantee (each with probability >= {_confidence(delta)}) is for new rows drawn like the "
+            f"calibration rows: their accuracy is {_pct(1 - curve.n_errors / curve.n, 2)}, the evaluation rows' "
+            f"{_pct(1 - float(np.count_nonzero(~ev.correct)) / ev.correct.size, 2)}")
+    return ThresholdResult(
+        name=name or _model_name(test.path), path=test.path, score=score, method=method, delta=delta, split=rule,
+        n_fit=0 if fit_rows is None else len(fit_rows), entries=entries, calibration_curve=curve,
+        evaluation_curve=risk_coverage(ev.values, ev.correct), probability=scored.probability, state=scored.state,
+        fit_note=scored.note, warnings=warnings,
+    )
+
+
+def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
+              delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
+              label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
+              **option_values) -> ThresholdResult:
+    """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
+    probability at least 1 - ``delta``; the Python API behind ``selcal threshold``.
+
+    Parameters
+    ----------
+    test : path of the TEST dump (Parquet, .npz, ...): its evaluation rows measure the threshold,
+        and, without ``val``, its split column or a seeded hold-out gives the validation rows.
+    val : path of a validation dump (optional), as ``selcal evaluate --val``.
+    score : a registered score (``msp``, ``temp``, ...; see ``selcal.scores.REGISTRY``).
+    risk : the target selective risk r in (0, 1), or several (a list or ``"0.01,0.05"``).
+    delta : δ in (0, 1): the guarantee holds with probability at least 1 - δ.
+    method : ``sgr`` (Geifman & El-Yaniv 2017) or ``ltt`` (Learn then Test, fixed sequence).
+    options : :class:`selcal.Options` for the score's fit and the split (``val_fraction``,
+        ``seed``, ``p_grid``, ...); or give its fields as keyword arguments.
+
+    Returns
+    -------
+    ThresholdResult
+        ``.entries[i].threshold`` (None: abstain on everything), ``.to_dict()`` the JSON.
+
+    References
+    ----------
+    Geifman & El-Yaniv, "Selective classification for deep neural networks", NeurIPS 2017;
+    Angelopoulos et al., "Learn then Test: calibrating predictive algorithms to achieve risk
+    control", 2021.
+
+    Examples
+    --------
+    >>> result = selcal.threshold("sample_logits/markus93_densenet40_c10.parquet", risk=0.05)  # doctest: +SKIP
+    >>> result.entries[0].threshold  # doctest: +SKIP
+    """
+    from .io import read_dump
+
+    options = resolve_options(options, option_values, "threshold")
+    _check_score(score), _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
+    read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+    test_dump = read_dump(test, **read)
+    val_dump = None if val is None else read_dump(val, **read)
+    return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options)

@@ -1,0 +1,115 @@
+"""Renderings of a :class:`selcal.deployment.ThresholdResult`: the terminal text and table, and a
+self-contained HTML page (the figure embedded). Nothing is measured here."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from . import __version__
+from .deployment import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
+from .escape import printable
+
+__all__ = ["provenance", "table_rows", "render_terminal", "render_html"]
+
+TABLE_COLUMNS = ("target r", "threshold", "coverage", "risk", "bound", "eval coverage", "eval risk")
+
+_RULES = {
+    "val-file": "the --val file",
+    "split-column": "the 'val' rows of the split column",
+    "holdout": "a seeded random hold-out of the TEST rows",
+    "image-holdout": "a seeded random hold-out of whole images",
+}
+
+
+def provenance(result: ThresholdResult) -> str:
+    """One line: where the calibration rows come from and how many there are of each kind."""
+    first = result.entries[0]
+    calibration = _count(first.certificate.n)
+    rows = f"calibration {calibration} rows from {_RULES.get(result.split, result.split)}"
+    if result.n_fit:
+        rows += f" (the other {_count(result.n_fit)} fitted {result.score}" + (
+            f"; {result.fit_note}" if result.fit_note else "") + ")"
+    return (f"{result.name}: score {result.score}, method {result.method}, {_confidence(result.delta)} confidence; "
+            f"{rows}; evaluation {_count(first.evaluation.n)} rows")
+
+
+def table_rows(result: ThresholdResult) -> list[tuple[str, ...]]:
+    """One row of text per target (percent), in the order of :data:`TABLE_COLUMNS`."""
+    rows = []
+    for entry in result.entries:
+        cert, ev = entry.certificate, entry.evaluation
+        if cert.abstain_all:
+            rows.append((_target(cert.risk_target), "abstain on everything", "0.0%", "-", "-", "0.0%", "-"))
+            continue
+        rows.append((_target(cert.risk_target), format_threshold(entry), _pct(cert.coverage, 1), _pct(cert.risk, 2),
+                     _pct(cert.bound, 2), _pct(ev.coverage, 1), "-" if ev.risk is None else _pct(ev.risk, 2)))
+    return rows
+
+
+def render_terminal(result: ThresholdResult, console) -> None:
+    """One target: the sentence. Several: the provenance line and a table (coverage and risk of the
+    calibration rows, the certified bound, then the evaluation rows)."""
+    from rich.table import Table
+
+    if len(result.entries) == 1:
+        console.print(printable(result.sentence(result.entries[0])), markup=False, soft_wrap=True, highlight=False)
+        return
+    console.print(printable(provenance(result)), markup=False, soft_wrap=True, highlight=False)
+    table = Table(show_edge=False, pad_edge=False)
+    for index, column in enumerate(TABLE_COLUMNS):
+        table.add_column(column, justify="left" if index < 2 else "right", no_wrap=index != 1)
+    for row in table_rows(result):
+        table.add_row(*row)
+    console.print(table)
+    console.print("accept a new input when its score is >= threshold; coverage, risk and bound are those of the "
+                  "calibration rows (bound: certified upper limit of the selective risk)",
+                  markup=False, soft_wrap=True, highlight=False)
+
+
+_CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
+       max-width: 1000px; padding: 1.2em 1.6em 3em; }
+h1, p, li, td { overflow-wrap: anywhere; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-variant-numeric: tabular-nums; }
+th, td { padding: 0.22em 0.75em; border-bottom: 1px solid #e4e4e4; text-align: right; }
+th:first-child, td:first-child, td.text { text-align: left; }
+thead th { border-bottom: 2px solid #bbb; }
+p.meta { color: #555; } img { max-width: 100%; height: auto; border: 1px solid #eee; }
+section.warnings { background: #fff8e6; border-left: 4px solid #e0a100; padding: 0.4em 1em; margin: 1em 0; }
+"""
+
+_MIME = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def _e(text) -> str:
+    return html.escape(printable(str(text)), quote=True)
+
+
+def render_html(result: ThresholdResult, figure: bytes | None = None, fmt: str = "png") -> str:
+    """The page: what was asked, the answer in words for each target, the table, the figure
+    (``figure``: PNG or SVG bytes, embedded as a data URI) and the warnings."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>selcal threshold: {_e(result.name)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>Deployment threshold: {_e(result.name)}</h1>",
+             f'<p class="meta">{_e(provenance(result))}. File: <code>{_e(result.path)}</code>; selcal {_e(__version__)}.</p>',
+             "<ul>"]
+    parts += [f"<li>{_e(result.sentence(entry))}</li>" for entry in result.entries]
+    parts.append("</ul><table><thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in TABLE_COLUMNS) + "</tr></thead><tbody>")
+    for row in table_rows(result):
+        parts.append("<tr>" + "".join(f'<td{" class=text" if i == 1 else ""}>{_e(cell)}</td>'
+                                      for i, cell in enumerate(row)) + "</tr>")
+    parts.append("</tbody></table>")
+    parts.append('<p class="meta">Coverage, risk and bound are those of the calibration rows; the bound is the '
+                 "certified upper limit of the selective risk on new data (it holds with the confidence above); "
+                 "eval coverage and eval risk are what the threshold gave on the evaluation rows.</p>")
+    if figure is not None and fmt in _MIME:
+        data = base64.b64encode(figure).decode("ascii")
+        parts.append(f'<figure><img alt="thresholds and bounds on the risk-coverage curve" '
+                     f'src="data:{_MIME[fmt]};base64,{data}"></figure>')
+    if result.warnings:
+        parts.append('<section class="warnings"><ul>' + "".join(f"<li>{_e(w)}</li>" for w in result.warnings)
+                     + "</ul></section>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
