@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import SelcalError
 from .io import Dump, expand_binary
-from .io.base import first_nonfinite
+from .io.base import OOD_GROUPS, OOD_LABEL, first_nonfinite
 
 __all__ = ["to_numpy", "as_logits", "as_labels", "array_dump"]
 
@@ -94,8 +94,9 @@ def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
 
 
 def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
-              ignore_label: int | None = None) -> np.ndarray:
-    """Validated int64 labels in 0 .. K-1 (or ``ignore_label``), one per row of the logits."""
+              ignore_label: int | None = None, ood_label: int | None = None) -> np.ndarray:
+    """Validated int64 labels in 0 .. K-1 (or ``ignore_label``), one per row of the logits; a
+    row labelled ``ood_label`` (no class) gets the label :data:`selcal.io.OOD_LABEL`."""
     labels = to_numpy(value, name)
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
@@ -131,24 +132,45 @@ def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
     outside = (labels < 0) | (labels >= n_classes)
     if ignore_label is not None:
         outside &= labels != ignore_label
+    if ood_label is not None:
+        outside &= labels != ood_label
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
         kept = labels if ignore_label is None else labels[labels != ignore_label]
         if labels[row] == n_classes and kept.min() >= 1 and kept.max() == n_classes:
             hint = f"; the labels look 1-based (1 .. {n_classes}): subtract 1 from every label"
         else:
-            hint = " (pass ignore_label= for a void label)" if labels[row] >= n_classes else ""
+            hint = (" (pass ignore_label= for a void label, ood_label= for rows of no class)"
+                    if labels[row] >= n_classes or labels[row] < 0 else "")
         raise SelcalError(f"{name}: row {row}: label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
+    if ood_label is not None:
+        labels = np.where(labels == ood_label, OOD_LABEL, labels)
     return labels
 
 
 def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | None = None, groups=None,
-               ids=None) -> Dump:
+               ids=None, input_kind: str | None = None, ood_label: int | None = None) -> Dump:
     """A :class:`~selcal.io.Dump` of arrays from Python, as a reader would give it (its path
-    is the logits' argument name, so that every later message names the argument)."""
+    is the logits' argument name, so that every later message names the argument).
+    ``input_kind`` and ``ood_label`` as for files (:func:`selcal.io.open_dump`)."""
+    from types import SimpleNamespace
+
+    from .io.probs import INPUT_KINDS
+    from .io.probs import as_logits as input_logits
+
+    if input_kind is not None and input_kind not in INPUT_KINDS:
+        raise SelcalError(f"input_kind must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")
+    if ood_label is not None and ood_label == ignore_label:
+        raise SelcalError(f"ood_label and ignore_label are both {ood_label}; give two values")
     logits_name, labels_name = names
     logits, binary = as_logits(logits, logits_name)
-    labels = as_labels(labels, labels_name, logits.shape[0], logits.shape[1], logits_name, ignore_label)
+    labels = as_labels(labels, labels_name, logits.shape[0], logits.shape[1], logits_name, ignore_label, ood_label)
+    kept = np.ones(labels.size, dtype=bool) if ignore_label is None else labels != ignore_label
+    reading = SimpleNamespace(path=logits_name, input_kind=input_kind, detected_input=None, logits_col=None)
+    own = input_logits(reading, logits[:, 1:] if binary else logits, kept, 0)  # probabilities: their logarithms
+    logits = expand_binary(own) if binary else own
+    if ood_label is not None and groups is None:
+        groups = np.where(labels == OOD_LABEL, OOD_GROUPS[1], OOD_GROUPS[0])
     if groups is not None:
         groups = to_numpy(groups, "groups")
         if groups.ndim != 1 or groups.size != labels.size:
@@ -168,4 +190,4 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
             groups = None if groups is None else groups[keep]
             ids = None if ids is None else ids[keep]
     return Dump(path=logits_name, logits=logits, labels=labels, groups=groups, n_ignored=n_ignored, binary=binary,
-                ids=ids)
+                ids=ids, input=reading.detected_input or "logits")

@@ -136,13 +136,14 @@ class RowData:
         confidence = {name: model.confidences[name] for name in model.scores if name in model.confidences}
         correct_of = {name: np.asarray(model.score_correct[name], dtype=bool)
                       for name in model.scores if name in model.score_correct}
-        row_means = {k: v for k, v in (("nll", rows.nll), ("brier", rows.brier)) if v is not None}  # none: no logits
+        # none without logits; none either for rows of no class (--ood-label: NaN, no NLL or Brier)
+        row_means = {k: v for k, v in (("nll", rows.nll), ("brier", rows.brier)) if v is not None and _known(v)}
         for name in model.scores:
             score_rows = (rows.scores or {}).get(name)
             if name in correct_of:
                 row_means[f"{name}.accuracy"] = correct_of[name]
             for key in ("nll", "brier"):
-                if score_rows is not None and getattr(score_rows, key) is not None:
+                if score_rows is not None and getattr(score_rows, key) is not None and _known(getattr(score_rows, key)):
                     row_means[f"{name}.{key}"] = getattr(score_rows, key)
         return cls(
             correct=np.asarray(rows.correct, dtype=bool),
@@ -164,6 +165,11 @@ class RowData:
             correct_of={k: v[rows] for k, v in self.correct_of.items()},
             clusters=None if self.clusters is None else self.clusters[rows],
         )
+
+
+def _known(values: np.ndarray) -> bool:
+    """Every row has a value (rows of no class, --ood-label, have no NLL or Brier: no interval)."""
+    return not np.isnan(np.asarray(values, dtype=np.float64)).any()
 
 
 @dataclass
@@ -821,8 +827,12 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
         raise ValueError("refit needs one RefitData per model")
     total = resamples * len(result.models)
     for index, model in enumerate(result.models):
+        options = result.options  # a score left out of this model (not available on probabilities) is not refitted
+        missing = model.extra.get("not_available") or {}
+        if options is not None and missing.get("reason") and set(missing["scores"]) & set(options.scores):
+            options = replace(options, scores=tuple(name for name in options.scores if name not in missing["scores"]))
         intervals = model_intervals(model, resamples=resamples, seed=seed, confidence=confidence,
-                                    options=result.options, refit=None if refit is None else refit[index],
+                                    options=options, refit=None if refit is None else refit[index],
                                     progress=None if progress is None else
                                     lambda done, offset=index * resamples: progress(offset + done, total))
         model.extra["ci"] = intervals.pop("model", {})

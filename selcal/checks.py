@@ -794,6 +794,13 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
                          seed=options.seed, pixels_per_image=pixels_per_image)  # (segmentation folders: the draw)
 
     a, b = read(path_a), read(path_b)
+    dropped = []
+    for dump in (a, b):  # a file of probabilities: the scores that need raw logits are compared for neither
+        if dump.input != "logits":
+            from .evaluate import scores_for_input
+
+            options, more = scores_for_input(options, dump.input, dump.path)
+            dropped += [name for name in more if name not in dropped]
     if a.num_classes != b.num_classes:
         raise SelcalError(f"{b.path}: has K = {b.num_classes} classes but {a.path} has K = {a.num_classes}: "
                           "different data sets cannot be compared")
@@ -803,17 +810,20 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     if name_a == name_b:
         name_a, name_b = str(path_a), str(path_b)
 
-    def evaluate(fit, rows, name, path):
+    def evaluate(fit, rows, name, dump):
         return measure_arrays(rows.logits, rows.labels, None if fit is None else fit.logits,
-                               None if fit is None else fit.labels, options=options, name=name, path=path, split=rule,
+                               None if fit is None else fit.labels, options=options, name=name, path=dump.path,
+                               split=rule, extra={"input": dump.input} if dump.input != "logits" else None,
                                clusters=eval_a.images)  # pixel rows: A's images, so both resample the same ones
 
-    model_a = evaluate(fit_a, eval_a, name_a, a.path)
-    model_b = evaluate(fit_b, eval_b, name_b, b.path)
+    model_a = evaluate(fit_a, eval_a, name_a, a)
+    model_b = evaluate(fit_b, eval_b, name_b, b)
     differences = paired_differences(model_a, model_b, resamples=resamples, seed=seed, confidence=confidence,
                                      options=options, progress=progress)
     report = compare(model_a, model_b, differences, tolerances=tolerances, only=only, path_a=a.path, path_b=b.path,
                      confidence=confidence, resamples=resamples, seed=seed)
     if rule == "holdout":
         report.notes.append("one random hold-out (A's) is used for both models, so both are evaluated on the same rows")
+    if dropped:
+        report.notes.append(f"not compared: {', '.join(dropped)} (a file holds probabilities; they need raw logits)")
     return report

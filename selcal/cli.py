@@ -164,6 +164,7 @@ def evaluate(
     ignore_label: Optional[int] = _shared("ignore_label"),
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
     input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help=_INPUT_HELP),
+    ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong to no class (out-of-distribution): always errors, counted in the selective and calibration metrics, reported as a group beside the in-distribution rows."),
     lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
     pixels_per_image: Optional[int] = _shared("pixels_per_image"),
     val_fraction: float = _shared("val_fraction"),
@@ -219,7 +220,7 @@ def evaluate(
         jobs = model_jobs([str(f) for f in files], [str(v) for v in val] if val else None, options=options,
                           label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, group_col=group_col,
                           pixels_per_image=pixels_per_image,
-                          reader_settings={"input_kind": input_kind, "lm_norm": lm_norm})
+                          reader_settings={"input_kind": input_kind, "lm_norm": lm_norm, "ood_label": ood_label})
         if engine not in ("local", "ray"):
             raise SelcalError(f"--engine must be local or ray; got {engine!r}")
         with _progress_bar() as progress, _count_bar("models", enabled=len(jobs) > 1 or engine != "local") as done:
@@ -233,7 +234,8 @@ def evaluate(
         if bootstrap:
             result = _bootstrap(result, files, val, options, bootstrap, seed, confidence, bootstrap_refit,
                                 label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                                pixels_per_image=pixels_per_image)
+                                pixels_per_image=pixels_per_image, input_kind=input_kind, lm_norm=lm_norm,
+                                ood_label=ood_label)
         board = leaderboard(result, sort_by, sweep)
         with outputs:  # every output appears together at the end of this block, or none does
             if json_path is not None:

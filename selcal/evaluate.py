@@ -15,14 +15,15 @@ import numpy as np
 
 from . import diagnostics
 from .errors import SelcalError
-from .io import read_dump
+from .io import expand_input, read_dump
 from .io.parquet import parquet_schema_metadata
 from .options import (DEFAULT_COVERAGES, DEFAULT_P_GRID, DEFAULT_RISKS, MAX_BINS, MAX_P,  # noqa: F401
                       MAX_P_GRID_VALUES, parse_floats, parse_p_grid)
 from .options import Options  # noqa: F401  (re-exported)
 from .results import EvaluationResult
 from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, model_jobs, run_jobs  # noqa: F401
-from .pipeline.measure import data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays  # noqa: F401
+from .pipeline.measure import (data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays,  # noqa: F401
+                               scores_for_input, with_input)
 from .pipeline.reduce import RowReduction, ScoreRows, _probability_terms, in_top_k, reduce_rows  # noqa: F401
 from .pipeline.split import (SharedRows, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
                              split_plan, split_rows)
@@ -44,6 +45,7 @@ def evaluate(
     pixels_per_image: int | None = None,
     input_kind: str | None = None,
     lm_norm: str | None = None,
+    ood_label: int | None = None,
     stream: bool | None = None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[int, int | None], None] | None = None,
@@ -68,6 +70,8 @@ def evaluate(
         detected, :mod:`selcal.io.probs`).
     lm_norm : ``--lm-norm``: lm-evaluation-harness logs' length normalisation, ``none``,
         ``chars`` (lm-eval's ``acc_norm``) or ``bytes`` (``acc_bytes``).
+    ood_label : ``--ood-label``: rows with this label belong to no class; they are errors,
+        counted in every selective and top-label calibration metric, with their own group.
     stream : read the TEST file by row batches instead of whole. By default a file is
         streamed when its logits take more than ``memory_budget`` bytes. Either way
         the numbers are the same, bit for bit.
@@ -97,7 +101,8 @@ def evaluate(
     swept = None if sweep is None else sweep_values(paths, sweep)  # refused before any work
     jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
                       ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
-                      pixels_per_image=pixels_per_image, reader_settings={"input_kind": input_kind, "lm_norm": lm_norm})
+                      pixels_per_image=pixels_per_image, reader_settings={"input_kind": input_kind, "lm_norm": lm_norm,
+                                                                         "ood_label": ood_label})
     result, failures = run_jobs(jobs, engine=engine, progress=progress)
     if failures:
         raise SelcalError(failures[0].message)
@@ -106,7 +111,8 @@ def evaluate(
     if bootstrap:
         result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
                                 paths=paths, val=val, label_col=label_col, logits_col=logits_col,
-                                ignore_label=ignore_label, pixels_per_image=pixels_per_image)
+                                ignore_label=ignore_label, pixels_per_image=pixels_per_image,
+                                input_kind=input_kind, lm_norm=lm_norm, ood_label=ood_label)
     return result
 
 
@@ -151,6 +157,8 @@ def evaluate_arrays(
     groups=None,
     ignore_label: int | None = None,
     ids=None,
+    input_kind: str | None = None,
+    ood_label: int | None = None,
     bootstrap: int = 0,
     bootstrap_refit: bool = False,
     confidence: float = 0.95,
@@ -180,6 +188,9 @@ def evaluate_arrays(
     name : the model's name in the result.
     groups : (N,) a group per row (e.g. the source data set): per-group metrics, as ``--group-col``.
     ignore_label : rows with this label are dropped and counted (as ``--ignore-label``).
+    input_kind : what ``logits`` hold, ``logits``, ``probs`` or ``logprobs`` (as ``--input``;
+        default: probabilities are detected and read as such, as in a file).
+    ood_label : rows with this label belong to no class (as ``--ood-label``).
     ids : (N,) a name per row (as an ``id`` column): the most-confident-errors table
         (``confident_errors``) names rows by it; by default by their index.
     bootstrap, bootstrap_refit, confidence : as ``--bootstrap``, ``--bootstrap-refit``, ``--confidence``.
@@ -209,10 +220,13 @@ def evaluate_arrays(
         check_arguments(bootstrap, confidence)
     if (val_logits is None) != (val_labels is None):
         raise SelcalError("val_logits and val_labels go together: pass both or neither")
-    test = array_dump(logits, labels, ("logits", "labels"), ignore_label=ignore_label, groups=groups, ids=ids)
+    test = array_dump(logits, labels, ("logits", "labels"), ignore_label=ignore_label, groups=groups, ids=ids,
+                      input_kind=input_kind, ood_label=ood_label)
     val = None if val_logits is None else array_dump(val_logits, val_labels, ("val_logits", "val_labels"),
-                                                     ignore_label=ignore_label)
-    model = evaluate_dump(test, val, options=options, name=name, progress=progress)
+                                                     ignore_label=ignore_label, input_kind=input_kind or test.input,
+                                                     ood_label=ood_label)
+    options, dropped = scores_for_input(options, test.input, "logits")
+    model = with_input(evaluate_dump(test, val, options=options, name=name, progress=progress), test.input, dropped)
     model.path = path
     if val is not None:
         model.extra["val_path"] = None
@@ -250,21 +264,26 @@ def add_sweep(result: EvaluationResult, name: str, values: Sequence[float]) -> N
 
 def refit_data_of(paths: Sequence, val: Sequence | None, options, *, label_col: str | None = None,
                logits_col: str | None = None, ignore_label: int | None = None,
-               pixels_per_image: int | None = None) -> list:
+               pixels_per_image: int | None = None, **reading) -> list:
     """The logits of every model's evaluation and validation rows, for ``--bootstrap-refit``.
 
     Reads the dumps again and splits them exactly as ``selcal.evaluate`` does, so the
-    evaluation rows are those of the result, in the same order.
+    evaluation rows are those of the result, in the same order (a path that stands for several
+    models, :func:`selcal.io.expand_input`, gives one each). ``reading``: ``input_kind``,
+    ``ood_label``, ``lm_norm``, as the evaluation read them.
     """
     from .bootstrap import RefitData
 
     out = []
-    for index, path in enumerate(paths):
+    models = [(index, model, settings) for index, path in enumerate(paths)
+              for model, settings, _ in expand_input(str(path))]
+    for index, path, settings in models:
         pixels = dict(pixels_per_image=pixels_per_image, seed=options.seed)  # (segmentation folders only)
-        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, **pixels)
+        test = read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, **pixels,
+                         **reading, **settings)
         val_dump = read_dump(str(val[index]), label_col=label_col, logits_col=logits_col,
-                             ignore_label=ignore_label, **pixels) if val else None
-        fit, rows, _ = split_rows(test, val_dump, options)
+                             ignore_label=ignore_label, **pixels, **reading) if val else None
+        fit, rows, _ = split_rows(test, val_dump, scores_for_input(options, test.input, test.path)[0])
         if fit is None:
             out.append(None)
             continue

@@ -136,10 +136,14 @@ def render_table(result: EvaluationResult, console) -> None:
         notes = fit_notes(model)
         if model.extra.get("n_train_dropped"):
             notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
+        if model.extra.get("n_ood"):
+            n_ood = model.extra["n_ood"]
+            notes.append(f"{n_ood} rows of no class (--ood-label) counted as errors; NLL, Brier and class-wise ECE "
+                         f"are over the other {model.n_eval - n_ood} rows")
         notes += [_column_note(n, model.scores[n]) for n in score_names if "column" in model.scores[n]]
         missing = model.extra.get("not_available")
         if missing:
-            notes.append("not available without logits: " + ", ".join(
+            notes.append(f"not available {missing.get('reason', 'without logits')}: " + ", ".join(
                 missing["scores"] + [_NEED_LOGITS_WORDS.get(m, m) for m in missing["metrics"]]))
         for note in notes:
             console.print(f"  {note}", soft_wrap=True)

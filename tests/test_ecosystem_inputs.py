@@ -183,7 +183,8 @@ def test_saved_probabilities_are_read_as_probabilities(dumps, resnet20, h, layou
         path = dumps.path("p.jsonl")
         pl.DataFrame({"logits": probs.tolist(), "label": labels, "split": split}).write_ndjson(path)
     got = model_json(path, scores="msp,temp")
-    assert not any("look like probabilities" in w for w in got["warnings"])
+    assert not any("look like" in w for w in got["warnings"])
+    assert got.pop("input") == "probs"
     got["warnings"] = reference["warnings"] = []
     assert_close_numbers(got, reference, h)
     dump = read_dump(path)
@@ -203,7 +204,7 @@ def test_the_calibration_papers_probabilities_as_csv(dumps, h):
     reference = model_json(dumps.parquet("ref.parquet", np.log(probs.astype(np.float64)), labels, split=split,
                                          dtype="float64"), scores="msp,temp")
     got = model_json(path, scores="msp,temp")
-    assert read_dump(path).input == "probs"
+    assert read_dump(path).input == "probs" and got.pop("input") == "probs"
     got["warnings"] = reference["warnings"] = []
     assert_close_numbers(got, reference, h, rel=1e-6)
 
@@ -413,3 +414,144 @@ def test_lm_norm_without_a_log_is_named_as_ignored(dumps, cli):
     out = cli("evaluate", str(dumps.parquet("m.parquet", logits, labels)), "--scores", "msp", "--lm-norm", "chars")
     assert out.exit_code == 0
     assert "--lm-norm (no lm-evaluation-harness log among the TEST inputs)" in out.stderr
+
+
+def test_logs_of_older_harness_versions(dumps):
+    """Before the harness sanitised its samples, ``arguments`` was a list of [context,
+    continuation] and ``target`` the gold index as a number."""
+    rows = [{"doc_id": i, "target": i % 2, "arguments": [["Q:", " yes"], ["Q:", " no"]],
+             "filtered_resps": [["-1.0", "True"], ["-2.0", "False"]], "filter": "none"} for i in range(4)]
+    path = dumps.path("m/samples_boolq_2024-01-01T00-00-00.000000.jsonl")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dump = read_dump(path, lm_norm="chars")
+    assert dump.labels.tolist() == [0, 1, 0, 1]
+    assert dump.logits[0].tolist() == [-1.0 / 3, -2.0 / 2]
+
+
+# ------------------------------------------------------------- probabilities: the scores that need raw logits
+def test_scores_that_need_raw_logits_are_not_available_on_probabilities(dumps, resnet20, cli):
+    """max_logit and pnorm (every registry entry with raw_logits) are never computed on
+    probabilities: listed as not available, with one note; --input logits computes them."""
+    from selcal.scores import REGISTRY
+
+    logits, labels, split = resnet20
+    path = dumps.npz("probs.npz", softmax(logits), labels, split=split, dtype="float64")
+    for stream in (False, True):
+        model = model_json(path, scores="all", stream=stream)
+        raw = [name for name in REGISTRY if REGISTRY[name].raw_logits]
+        assert {"max_logit", "pnorm", "energy"} <= set(raw)
+        assert model["input"] == "probs" and not set(raw) & set(model["scores"])
+        assert model["not_available"] == {"scores": raw, "metrics": [],
+                                          "reason": "on probabilities (they need raw logits)"}
+        assert set(model["scores"]) == {name for name in REGISTRY if not REGISTRY[name].raw_logits}
+    out = cli("evaluate", str(path))
+    assert out.exit_code == 0, out.output
+    assert out.stdout.count("not available on probabilities (they need raw logits): max_logit, pnorm") == 1
+    assert "look like" not in out.stderr
+    forced = model_json(path, input_kind="logits", scores="msp,max_logit")
+    assert "max_logit" in forced["scores"] and "input" not in forced
+    assert any("look like probabilities" in w for w in forced["warnings"])
+    with pytest.raises(SelcalError, match=r"holds probabilities, and max_logit needs raw logits; choose scores that "
+                                          r"do not \(e\.g\. --scores msp,temp\), or pass --input logits"):
+        model_json(path, scores="max_logit")
+
+
+# ------------------------------------------------------------- rows of no class (--ood-label)
+@pytest.fixture
+def with_ood(dumps, resnet20):
+    """The real rows, a third of them given the label 10 (no class of CIFAR-10), as fd-shifts'
+    new-class rows are: their logits are a real model's, every prediction is wrong."""
+    logits, labels, split = resnet20
+    ood = np.arange(labels.size) % 3 == 1
+    marked = np.where(ood, 10, labels)
+    return logits, labels, split, ood, dumps.npz("ood.npz", logits, marked, split=split, dtype="float64")
+
+
+def test_ood_rows_are_errors_in_every_selective_and_calibration_metric(with_ood):
+    logits, labels, split, ood, path = with_ood
+    with pytest.raises(SelcalError, match=r"label 10 is outside 0 \.\. 9 \(use --ignore-label for a void label, "
+                                          r"--ood-label for rows of no class\)"):
+        model_json(path)
+    model = model_json(path, ood_label=10, scores="msp")
+    assert model_json(path, ood_label=10, scores="msp", stream=True) == model
+    test = split == "test"
+    probs = softmax(logits[test])
+    msp = probs.max(axis=1)
+    correct = (logits[test].argmax(axis=1) == labels[test]) & ~ood[test]
+    assert model["n_eval"] == test.sum() and model["n_ood"] == (ood & test).sum()
+    assert model["accuracy"] == correct.mean()
+    assert model["scores"]["msp"]["aurc"] == pytest.approx(ref_selective.aurc_by_thresholds(msp, correct), rel=1e-12)
+    assert model["scores"]["msp"]["ece"] == pytest.approx(ref_calibration.ece(msp, correct, 15), rel=1e-12)
+    known = test & ~ood  # NLL and Brier need a class: over the in-distribution rows
+    p_label = softmax(logits[known])[np.arange(known.sum()), labels[known]]
+    assert model["nll"] == pytest.approx(float(np.mean(-np.log(p_label))), rel=1e-12)
+    assert set(model["groups"]) == {"in-distribution", "out-of-distribution"}
+    assert model["groups"]["out-of-distribution"]["accuracy"] == 0.0
+    assert model["groups"]["out-of-distribution"]["n_eval"] == (ood & test).sum()
+
+
+def test_the_in_distribution_group_is_the_file_without_ood_rows(dumps, with_ood, h):
+    """The in-distribution group's numbers and the fitted T are those of the same file with the
+    rows of no class removed (they are not fitted on, and evaluated apart)."""
+    logits, labels, split, ood, path = with_ood
+    model = model_json(path, ood_label=10, scores="msp,temp")
+    alone = model_json(dumps.npz("id.npz", logits[~ood], labels[~ood], split=split[~ood], dtype="float64"),
+                       scores="msp,temp")
+    group = model["groups"]["in-distribution"]
+    assert group["accuracy"] == alone["accuracy"]
+    assert group["scores"]["msp"] == {k: alone["scores"]["msp"][k] for k in group["scores"]["msp"]}
+    assert model["scores"]["temp"]["temperature"] == alone["scores"]["temp"]["temperature"]
+    assert model["nll"] == pytest.approx(alone["nll"], rel=1e-12) and model["cece"] == alone["cece"]
+    assert any("validation rows are of no class" in w for w in model["warnings"])
+    with pytest.raises(SelcalError, match="--ood-label and --ignore-label are both 10"):
+        model_json(path, ood_label=10, ignore_label=10)
+
+
+def test_ood_with_bootstrap_intervals(with_ood):
+    _, _, _, _, path = with_ood
+    model = json.loads(selcal.evaluate(str(path), ood_label=10, scores="msp", bootstrap=20).to_json())["models"][0]
+    low, high = model["scores"]["msp"]["ci"]["aurc"]
+    assert low <= model["scores"]["msp"]["aurc"] <= high
+    assert "accuracy" in model["ci"] and "nll" not in model["ci"]  # no NLL for rows of no class: no interval
+
+
+def test_arrays_from_python_follow_the_rules_of_files(dumps, resnet20, h):
+    """evaluate_arrays detects probabilities and takes ood_label= as a file does: the same JSON
+    as the same rows in a file (paths aside)."""
+    logits, labels, split = resnet20
+    test, val = split == "test", split == "val"
+    probs = softmax(logits)
+    from_file = model_json(dumps.npz("t.npz", probs[test], labels[test], dtype="float64"),
+                           val=str(dumps.npz("v.npz", probs[val], labels[val], dtype="float64")))
+    arrays = json.loads(selcal.evaluate_arrays(probs[test], labels[test], probs[val], labels[val]).to_json())
+    arrays = arrays["models"][0]
+    assert arrays["input"] == "probs" and arrays["not_available"]["scores"] == ["max_logit", "pnorm"]
+    h.assert_same_numbers(arrays, from_file, drop=("warnings",))
+    marked = np.where(np.arange(labels.size) % 3 == 1, -5, labels)
+    in_file = model_json(dumps.npz("o.npz", logits, marked, split=split, dtype="float64"), ood_label=-5, scores="msp")
+    in_python = json.loads(selcal.evaluate_arrays(logits[test], marked[test], logits[val], marked[val], ood_label=-5,
+                                                  scores="msp").to_json())["models"][0]
+    h.assert_same_numbers(in_python, in_file, drop=("split", "warnings"))
+
+
+def test_compare_never_computes_raw_logit_scores_on_probabilities(dumps, resnet20, cli):
+    logits, labels, split = resnet20
+    a = dumps.npz("a.npz", softmax(logits), labels, split=split, dtype="float64")
+    b = dumps.npz("b.npz", logits, labels, split=split, dtype="float64")
+    out = cli("compare", str(a), str(b), "--bootstrap", "20", "--all", terminal_width=200)
+    assert out.exit_code in (0, 1), out.output
+    assert "not compared: max_logit, pnorm (a file holds probabilities; they need raw logits)" in out.stdout
+    assert "max_logit AURC" not in out.stdout and "pnorm AURC" not in out.stdout and "msp AURC" in out.stdout
+
+
+def test_bootstrap_refit_reads_the_files_as_the_evaluation_did(with_ood):
+    """--bootstrap-refit reads the dumps again: with --ood-label, --input and lm-eval logs (a
+    folder standing for several models) too."""
+    _, _, _, _, path = with_ood
+    model = json.loads(selcal.evaluate(str(path), ood_label=10, scores="msp,temp", bootstrap=10,
+                                       bootstrap_refit=True).to_json())["models"][0]
+    low, high = model["scores"]["temp"]["ci"]["temperature"]
+    assert low <= model["scores"]["temp"]["temperature"] <= high
+    result = selcal.evaluate(str(LOGS / "synthetic__llm-small"), scores="msp,temp", bootstrap=5, bootstrap_refit=True,
+                             lm_norm="chars")
+    assert len(result.models) == 4

@@ -19,6 +19,7 @@ SPLIT_VALUES = ("val", "test")
 #: The label of a row of no class after reading (``--ood-label V``: rows labelled V): every
 #: prediction of it is an error (CONVENTIONS.md, "Input"); no class index is negative.
 OOD_LABEL = -1
+OOD_GROUPS = ("in-distribution", "out-of-distribution")  # the groups of --ood-label without --group-col
 _CHECK_ROWS = 1 << 16
 
 
@@ -98,6 +99,11 @@ class DumpSource:
     logits_col: str
     input_kind: str | None = None  # --input: logits, probs or logprobs; None: detected (selcal.io.probs)
     ood_label: int | None = None  # --ood-label: rows with this label belong to no class (read as OOD_LABEL)
+
+    @property
+    def has_groups(self) -> bool:
+        """Its batches carry a group per row: a --group-col, or in/out of distribution (--ood-label)."""
+        return getattr(self, "group_col", None) is not None or self.ood_label is not None
     detected_input: str | None = None  # what the first batch was found to hold
 
     def raw_batches(self, batch_rows: int):  # pragma: no cover - abstract
@@ -215,6 +221,8 @@ class DumpSource:
         if ood is not None and ood.any():  # rows of no class (--ood-label): read as OOD_LABEL
             out_of_range &= ~ood
             labels = np.where(ood, OOD_LABEL, labels)
+        if ood is not None and groups is None:  # without --group-col, the groups are in and out of distribution
+            groups = np.where(ood, OOD_GROUPS[1], OOD_GROUPS[0])
         if out_of_range.any():
             row = int(np.flatnonzero(out_of_range)[0])
             kept = labels[keep if ood is None else keep & ~ood]

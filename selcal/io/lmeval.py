@@ -62,15 +62,28 @@ def model_name(path: str) -> str:
     return f"{folder}/{task}" if folder not in ("", ".") else task
 
 
-def _read(path: str, n_args: int | None = None) -> pl.DataFrame:
+def _read(path: str) -> pl.DataFrame:
     schema = {"doc_id": pl.Int64, "target": pl.String, "filter": pl.String,
               "filtered_resps": pl.List(pl.List(pl.String))}
-    if n_args:
-        schema["arguments"] = pl.Struct({f"gen_args_{i}": _ARG for i in range(n_args)})
     try:
         return pl.read_ndjson(path, schema=schema)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise _bad_line(path, exc) from None
+
+
+def _arguments(path: str, n_args: int) -> list:
+    """Per question, its requests as ``{"gen_args_i": {"arg_0": context, "arg_1": continuation}}``
+    (what the harness writes); older harness versions wrote a list of ``[context, continuation]``."""
+    for dtype in (pl.Struct({f"gen_args_{i}": _ARG for i in range(n_args)}), pl.List(pl.List(pl.String))):
+        try:
+            column = pl.read_ndjson(path, schema={"arguments": dtype})["arguments"].to_list()
+        except (pl.exceptions.PolarsError, OSError, ValueError):
+            continue
+        if dtype == pl.List(pl.List(pl.String)):
+            column = [None if row is None else {f"gen_args_{i}": {f"arg_{j}": a for j, a in enumerate(arg or [])}
+                                                for i, arg in enumerate(row)} for row in column]
+        return column
+    return []
 
 
 def _bad_line(path: str, exc: BaseException):
@@ -91,8 +104,11 @@ def _bad_line(path: str, exc: BaseException):
 
 def choice_counts(path: str) -> list[int]:
     """The numbers of choices of the log's questions (conditional requests only), sorted."""
-    frame = _read(path)
-    return sorted(set(frame["filtered_resps"].list.len().to_list()))
+    n_resps = _read(path)["filtered_resps"].list.len().fill_null(0).to_numpy()
+    if n_resps.size == 0:
+        return []
+    return sorted(set(LmEvalSource._conditional_counts(_arguments(path, int(n_resps.max())) or [None] * n_resps.size,
+                                                        n_resps).tolist()))
 
 
 class LmEvalSource(ArraysSource):
@@ -121,8 +137,8 @@ class LmEvalSource(ArraysSource):
             raise _fail(path, "filter", None, f"holds the filters {', '.join(map(repr, filters))}; selcal reads "
                         "the log of one filter: keep the rows of one")
         n_resps = frame["filtered_resps"].list.len().to_numpy()
-        frame = _read(path, int(n_resps.max()))
-        n_choices = self._conditional_counts(frame, n_resps)
+        args = _arguments(path, int(n_resps.max())) or [None] * frame.height
+        n_choices = self._conditional_counts(args, n_resps)
         counts = sorted(set(n_choices.tolist()))
         if lm_choices is None and len(counts) > 1:
             first = int(np.flatnonzero(n_choices != n_choices[0])[0])
@@ -147,7 +163,7 @@ class LmEvalSource(ArraysSource):
                     raise _fail(path, "filtered_resps", Line(int(row), 1),
                                 f"choice {j} holds {pair!r}, not [log-likelihood, is_greedy]; is this the log of a "
                                 "multiple-choice task?") from None
-        choices = self._choices(frame, rows, k)
+        choices = self._choices(args, rows, k)
         if norm != "none":
             lengths = np.array([[len(c) if norm == "chars" else len(c.encode("utf-8")) for c in row] for row in choices],
                                dtype=np.float64)
@@ -163,11 +179,10 @@ class LmEvalSource(ArraysSource):
         self.metadata = {"selcal.lm_eval": f"{model_name(path)}; {k} choices; norm {norm}"}
 
     @staticmethod
-    def _conditional_counts(frame: pl.DataFrame, n_resps: np.ndarray) -> np.ndarray:
+    def _conditional_counts(args: list, n_resps: np.ndarray) -> np.ndarray:
         """Choices per question: half the requests when the second half is unconditional (an
         empty context: the harness's ``acc_mutual_info``)."""
         counts = n_resps.copy()
-        args = frame["arguments"].to_list() if "arguments" in frame.columns else [None] * frame.height
         for row, (n, arguments) in enumerate(zip(n_resps, args)):
             if n % 2 == 0 and arguments:
                 half = [arguments.get(f"gen_args_{i}") or {} for i in range(n // 2, n)]
@@ -176,9 +191,8 @@ class LmEvalSource(ArraysSource):
         return counts
 
     @staticmethod
-    def _choices(frame: pl.DataFrame, rows: np.ndarray, k: int) -> list[list[str]]:
+    def _choices(args: list, rows: np.ndarray, k: int) -> list[list[str]]:
         """Each kept question's choices: its continuations without the default delimiter ``" "``."""
-        args = frame["arguments"].to_list() if "arguments" in frame.columns else [None] * frame.height
         out = []
         for row in rows:
             arguments = args[row] or {}

@@ -215,8 +215,9 @@ class PartsSource(DumpSource):
             batch_rows = max(64, (1 << 21) // max(self.num_classes, 1))
         for part in self.parts:  # what the logits hold (--input, or detected on the first part) holds for all
             part.input_kind, part.detected_input, part.ood_label = self.input_kind, self.detected_input, self.ood_label
-            yield from part.batches(batch_rows)
-            self.detected_input = part.detected_input
+            for batch in part.batches(batch_rows):
+                self.detected_input = part.detected_input
+                yield batch
 
     def raw_batches(self, batch_rows: int):  # pragma: no cover - batches() is overridden
         raise NotImplementedError

@@ -63,8 +63,10 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
 
     requested = source.input_kind or ("probs" if holds_probabilities(source.logits_col) else None)
     kind = requested or source.detected_input
-    if kind is None:
-        kind = "probs" if values.shape[1] > 1 and keep.any() and probability_rows(values[keep]).all() else "logits"
+    if kind is None:  # a negative value or one above 1 settles it without a copy (the common case)
+        kept = values if keep.all() else values[keep]
+        kind = "probs" if (values.shape[1] > 1 and kept.size and kept.min() >= 0 and kept.max() <= 1
+                           and probability_rows(kept).all()) else "logits"
     source.detected_input = kind
     if kind == "logits" or values.shape[0] == 0:
         return values

@@ -11,7 +11,7 @@ from ..errors import SelcalError
 from ..io import expand_input, open_dump
 from ..options import Options
 from ..results import EvaluationResult, ModelResult
-from .measure import evaluate_dump
+from .measure import evaluate_dump, scores_for_input, with_input
 from .split import _unique_names
 from .stream import evaluate_confidences, evaluate_source, read_columns
 
@@ -46,11 +46,17 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
     if getattr(test, "confidence_only", False):
         return evaluate_confidences(test, val_source, options=job.options, name=job.name)
     if streamed:
-        return evaluate_source(test, val_source, options=job.options, name=job.name, progress=progress)
+        if test.input_kind is None and test.detected_input is None:
+            next(iter(test.batches()), None)  # the first batch says what the file holds
+        kind = test.input_kind or test.detected_input or "logits"
+        options, dropped = scores_for_input(job.options, kind, test.path)
+        return with_input(evaluate_source(test, val_source, options=options, name=job.name, progress=progress),
+                          kind, dropped)
     dump = test.read_all()
-    dump.columns = read_columns(test, job.options)
-    return evaluate_dump(dump, val_source.read_all() if val_source else None,
-                         options=job.options, name=job.name, progress=progress)
+    options, dropped = scores_for_input(job.options, dump.input, test.path)
+    dump.columns = read_columns(test, options)
+    return with_input(evaluate_dump(dump, val_source.read_all() if val_source else None,
+                                    options=options, name=job.name, progress=progress), dump.input, dropped)
 
 
 def _streamed_job(job: ModelJob) -> ModelResult:

@@ -98,6 +98,15 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
                           "a split column, or use --scores msp,max_logit")
     val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
     val_labels = np.asarray(val_labels, dtype=np.int64)
+    if (val_labels < 0).any():  # rows of no class (--ood-label) have no label to fit to
+        n_ood = int(np.count_nonzero(val_labels < 0))
+        val_logits, val_labels = val_logits[val_labels >= 0], val_labels[val_labels >= 0]
+        if val_labels.size == 0:
+            raise SelcalError(f"{where}: every validation row is of no class (--ood-label); the "
+                              f"{' and '.join(fitted)} fit needs in-distribution validation rows")
+        if warnings is not None:
+            warnings.append(f"{n_ood} validation rows are of no class (--ood-label): {_and(fitted)} "
+                            f"{'is' if len(fitted) == 1 else 'are'} fitted on the other {val_labels.size}")
     states = {}
     for name in fitted:
         entry = REGISTRY[name]
@@ -116,13 +125,14 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
     rows = reduce_rows(chunks, n_classes, options=options, states=states, progress=progress, total=total)
     correct = rows.correct
     n = correct.size
-    warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))))
+    warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))
+                                  or (extra or {}).get("input") in ("probs", "logprobs")))
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
         top5_accuracy=None if rows.top5 is None else float(np.count_nonzero(rows.top5) / n),
         error=float(np.count_nonzero(~correct) / n),
-        nll=scores.exact_mean(rows.nll), brier=scores.exact_mean(rows.brier),
+        nll=_known_mean(rows.nll), brier=_known_mean(rows.brier),
         cece=calibration.classwise_calibration_error(rows.classwise),
         warnings=warnings, extra=dict(extra or {}), rows=rows,
     )
@@ -138,15 +148,17 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
                 measured["accuracy"] = float(np.count_nonzero(own) / n)
                 result.score_correct[score_name] = own
             if score_rows.nll is not None:
-                measured["nll"] = scores.exact_mean(score_rows.nll)
+                measured["nll"] = _known_mean(score_rows.nll)
             if score_rows.brier is not None:
-                measured["brier"] = scores.exact_mean(score_rows.brier)
+                measured["brier"] = _known_mean(score_rows.brier)
             if score_rows.classwise is not None:
                 measured["cece"] = calibration.classwise_calibration_error(score_rows.classwise)
         metrics.update(entry.json_keys(state, measured))
         result.add_score(score_name, metrics, curve, score_rows.values)
         if entry.needs_fit:
             result.states[score_name] = state
+    if rows.ood is not None and rows.ood.any():
+        result.extra["n_ood"] = int(np.count_nonzero(rows.ood))
     _add_column_scores(result, columns or {}, options)
     if groups is not None:
         result.groups = np.asarray(groups)
@@ -154,6 +166,14 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
     if options.errors_top:
         result.confident_errors = _confident_errors(result, options.errors_top, ids_of or (lambda r: r), images_of)
     return result
+
+
+def _known_mean(values: np.ndarray) -> float:
+    """The exact mean over the rows that have a value: NaN marks a row of no class
+    (``--ood-label``), whose NLL and Brier are not defined."""
+    values = np.asarray(values, dtype=np.float64)
+    known = ~np.isnan(values)
+    return scores.exact_mean(values if known.all() else values[known]) if known.any() else float("nan")
 
 
 def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> None:
@@ -214,6 +234,33 @@ def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
     return out
 
 
+INPUT_WORDS = {"probs": "probabilities", "logprobs": "log-probabilities"}
+
+
+def scores_for_input(options: Options, kind: str, where: str = "") -> tuple[Options, list[str]]:
+    """``options`` without the scores that read the logits' scale (``raw_logits`` in the
+    registry) when the file held probabilities or log-probabilities (CONVENTIONS.md, "Input"):
+    they are never computed on those. Returns the options and the names left out."""
+    if kind == "logits":
+        return options, []
+    dropped = [name for name in options.scores if REGISTRY[name].raw_logits]
+    kept = [name for name in options.scores if name not in dropped]
+    if dropped and not kept:
+        raise SelcalError(f"{where}: holds {INPUT_WORDS[kind]}, and {_and(dropped)} need{'s' if len(dropped) == 1 else ''}"
+                          " raw logits; choose scores that do not (e.g. --scores msp,temp), or pass --input logits")
+    return (replace(options, scores=tuple(kept)) if dropped else options), dropped
+
+
+def with_input(result: ModelResult, kind: str, dropped: Sequence[str]) -> ModelResult:
+    """``result`` saying what its file held (JSON ``input``) and which scores are not available on it."""
+    if kind != "logits":
+        result.extra["input"] = kind
+    if dropped:
+        result.extra["not_available"] = {"scores": list(dropped), "metrics": [],
+                                         "reason": f"on {INPUT_WORDS[kind]} (they need raw logits)"}
+    return result
+
+
 def _and(names: Sequence[str]) -> str:
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -270,6 +317,8 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
                         test.n_ignored + (val.n_ignored if val is not None else 0), n_train,
                         by_id=test.ids is not None and not numbered)
     extra.update(_ensemble_provenance(test.metadata))
+    if test.input != "logits":  # what the file held (selcal.io.probs)
+        extra["input"] = test.input
     if test.images is not None:
         extra["pixels"] = pixel_provenance(test.metadata, test.image_names, test.images,
                                            None if val_rows is None or rule == "val-file" else val_rows.images,

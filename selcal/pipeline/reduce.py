@@ -61,6 +61,7 @@ class RowReduction:
     label: np.ndarray | None = None  # label (int32)
     profile: np.ndarray | None = None  # (n_sample, R) largest logits, highest first, of sampled rows
     profile_correct: np.ndarray | None = None
+    ood: np.ndarray | None = None  # the row belongs to no class (--ood-label): an error, with no NLL or Brier
 
     @property
     def pnorm(self) -> np.ndarray | None:
@@ -77,6 +78,9 @@ def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, t
     pred, exps, rest = terms if terms is not None else scores.softmax_terms(logits, inverse_temperature, pred)
     if not wanted:
         return pred, -np.log1p(rest), None, None, None
+    ood = labels < 0  # rows of no class (--ood-label): no NLL, Brier or class-wise bin
+    if ood.any():
+        labels = np.where(ood, pred, labels)
     rows = np.arange(labels.size)
     hit = pred == labels
     exp_label = exps[rows, labels]  # 0 where the label is the prediction
@@ -90,6 +94,9 @@ def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, t
     probabilities = exps
     probabilities /= denominator[:, None]
     probabilities[rows, pred] = 1.0 / denominator
+    if ood.any():
+        nll[ood] = brier[ood] = np.nan
+        probabilities, labels = probabilities[~ood], labels[~ood]
     bins = calibration.classwise_update(probabilities, labels, n_bins)
     return pred, -np.log1p(rest), nll, brier, bins
 
@@ -137,6 +144,8 @@ def _probabilities_terms(probabilities: np.ndarray, labels: np.ndarray, n_bins: 
     pred = np.argmax(probabilities, axis=1)
     top = probabilities[rows, pred]
     nll = brier = bins = None
+    ood = labels < 0  # rows of no class (--ood-label): no NLL, Brier or class-wise bin
+    labels = np.where(ood, pred, labels)
     if "nll" in wanted:
         with np.errstate(divide="ignore"):
             nll = -np.log(probabilities[rows, labels])
@@ -144,8 +153,11 @@ def _probabilities_terms(probabilities: np.ndarray, labels: np.ndarray, n_bins: 
         off = probabilities.copy()
         off[rows, labels] -= 1.0
         brier = np.einsum("ij,ij->i", off, off)
+    for values in (nll, brier):
+        if values is not None:
+            values[ood] = np.nan
     if "cece" in wanted:
-        bins = calibration.classwise_update(np.clip(probabilities, 0.0, 1.0), labels, n_bins)
+        bins = calibration.classwise_update(np.clip(probabilities[~ood], 0.0, 1.0), labels[~ood], n_bins)
     return pred, top, nll, brier, bins
 
 
@@ -204,7 +216,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
     out.update({"correct": pred == labels, "log_msp": log_msp, "max_logit": terms.top,
                 "nll": nll, "brier": brier,
                 "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
-                "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins})
+                "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins, "ood": labels < 0})
     if options.errors_top:
         out["pred"], out["label"] = pred.astype(np.int32), labels.astype(np.int32)
     if options.logit_profile:
@@ -212,7 +224,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
         keep = slice(None) if sample_below is None else row_hashes(chunk, labels, options.seed + 1) < sample_below
         out["profile"] = (diagnostics.top_sorted_logits(chunk[keep]), out["correct"][keep])
     if chunk.shape[1] >= TOP_K:
-        out["top5"] = in_top_k(chunk, labels)
+        out["top5"] = in_top_k(chunk, np.maximum(labels, 0)) & (labels >= 0)  # a row of no class is never right
     return out
 
 

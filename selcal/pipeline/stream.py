@@ -188,6 +188,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
                         n_train, by_id=rule == "holdout" and test.id_column() is not None)
     extra.update(_ensemble_provenance(test.metadata))
+    if (test.input_kind or test.detected_input or "logits") != "logits":  # what the file held (selcal.io.probs)
+        extra["input"] = test.input_kind or test.detected_input
     eval_images = None
     if images is not None:
         eval_images = images[0] if eval_mask is None else images[0][eval_mask]
@@ -195,7 +197,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         extra["pixels"] = pixel_provenance(test.metadata, images[1], images[0], val_images, eval_images,
                                            val_rows if val is not None else None)
     n_classes = max(test.num_classes, 2)
-    groups: list | None = [] if getattr(test, "group_col", None) else None
+    groups: list | None = [] if test.has_groups else None
     shared = [0]
     shared_index = None if val is None else SharedRows(val_rows.logits, val_rows.labels)
     chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared)
