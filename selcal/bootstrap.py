@@ -40,7 +40,7 @@ prediction) is left out of that metric's percentiles; if more than half the tail
 Without refitting (the default), the temperature and p of the fitted scores stay those
 fitted on the full validation split: the intervals describe the noise of the evaluation
 rows only. :class:`RefitData` adds the noise of the fit: every resample also redraws the
-validation rows and refits T and p (slow: one full evaluation per resample).
+validation rows and refits every fitted score (slow: one full evaluation per resample).
 
 References
 ----------
@@ -174,7 +174,7 @@ def _known(values: np.ndarray) -> bool:
 
 @dataclass
 class RefitData:
-    """Logits and labels of one model's evaluation and validation rows, for refitting T and p.
+    """Logits and labels of one model's evaluation and validation rows, for refitting the fitted scores.
 
     The evaluation rows must be those of the result, in the same order.
     """
@@ -623,7 +623,7 @@ def check_arguments(resamples: int, confidence: float) -> None:
 def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: np.ndarray,
                   scores: tuple[str, ...] | None = None,
                   progress: Callable[[int], None] | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """Metrics of the fitted scores when T and p are refitted on every resample.
+    """Metrics of the fitted scores when they are refitted on every resample.
 
     ``scores``: the fitted scores to refit (default: every fitted score of ``options``).
     Resample i is literally :func:`selcal.evaluate.measure_arrays` fitted on the validation rows
@@ -769,7 +769,7 @@ def model_intervals(model: ModelResult, *, resamples: int = 1000, seed: int = 0,
                     progress: Callable[[int], None] | None = None) -> dict[str, dict[str, list[float] | None]]:
     """Percentile intervals of every metric of one model: ``{"model": {...}, score: {...}}``.
 
-    ``refit``: the model's logits, to refit T and p on every resample (see the module notes).
+    ``refit``: the model's logits, to refit the fitted scores on every resample (see the module notes).
     """
     from .options import Options
 
@@ -819,7 +819,7 @@ def add_intervals(result: EvaluationResult, *, resamples: int = 1000, seed: int 
     the same models wrapped in a result whose JSON has the top-level
     ``"bootstrap": {"resamples", "seed", "confidence", "refit"}``.
 
-    ``refit``: one :class:`RefitData` (or None: nothing fitted) per model, to refit T and p
+    ``refit``: one :class:`RefitData` (or None: nothing fitted) per model, to refit the fitted scores
     on every resample. ``progress(done, total)``: resamples done over all models.
     """
     check_arguments(resamples, confidence)

@@ -529,7 +529,7 @@ def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, 
     """``evaluate --bootstrap``: intervals for every model, as ``selcal.evaluate(bootstrap=B)`` adds them."""
     from .evaluate import with_intervals
 
-    with _count_bar("bootstrap resamples" + (", T and p refitted" if refit else "")) as progress:
+    with _count_bar("bootstrap resamples" + (", fitted scores refitted" if refit else "")) as progress:
         return with_intervals(result, resamples=resamples, confidence=confidence, refit=refit,
                               paths=[str(f) for f in files], val=[str(v) for v in val] if val else None,
                               progress=progress, **read)

@@ -131,7 +131,7 @@ def resolve_options(options: Options | None, option_values: dict, caller: str) -
 
 def with_intervals(result: EvaluationResult, *, resamples: int, confidence: float, refit: bool, paths=None, val=None,
                    refit_data=None, progress=None, **read) -> EvaluationResult:
-    """``--bootstrap``: intervals for every model of ``result``; with ``refit``, T and p refitted
+    """``--bootstrap``: intervals for every model of ``result``; with ``refit``, the fitted scores refitted
     on every resample (the dumps at ``paths``/``val`` are read again, or ``refit_data`` is given)."""
     from .bootstrap import add_intervals
 

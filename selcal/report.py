@@ -510,7 +510,7 @@ def render_intervals(result, console) -> None:
         keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
         unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
         console.print(f"[bold]{escape(model.name)}[/bold]  {level} bootstrap intervals "
-                      f"({info.get('resamples')} resamples{unit}{', T and p refitted' if info.get('refit') else ''})",
+                      f"({info.get('resamples')} resamples{unit}{_refitted(model) if info.get('refit') else ''})",
                       soft_wrap=True)
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
@@ -524,6 +524,12 @@ def render_intervals(result, console) -> None:
             console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
                           soft_wrap=True)
         console.print()
+
+
+def _refitted(model) -> str:
+    """``, pnorm and temp refitted``: the fitted scores of ``model`` (the registry's), refitted on every resample."""
+    names = [n for n in model.scores if n in REGISTRY and REGISTRY[n].refitted]
+    return f", {_and(names)} refitted" if names else ""
 
 
 def _interval_text(key: str, ci) -> str:

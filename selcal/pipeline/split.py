@@ -251,7 +251,7 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
     if n_eval < 100:
         warnings.append(f"only {n_eval} evaluation rows: every metric is noisy")
     if n_fit is not None and n_fit < 1000:
-        warnings.append(f"only {n_fit} validation rows: T and p are fitted on little data")
+        warnings.append(f"only {n_fit} validation rows: the fitted scores are fitted on little data")
     if n_ignored:
         warnings.append(f"{n_ignored} rows with the ignored label were dropped")
     return warnings
