@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import SelcalError
 from .metrics import catalog
+from .scores import REGISTRY
 
 __all__ = [
     "DEFAULT_ERRORS_TOP",
@@ -209,8 +210,9 @@ def sweep_axis(x) -> str | None:
 
 def sweep_series(models, name: str) -> SweepSeries:
     """The data of the ``sweep_NAME`` figure from models whose ``extra["sweep"][name]`` is set:
-    accuracy; AURC and every cov@r of every score; ECE and adaptive ECE of msp ("before T")
-    and temp ("after T"). Values are the fractions of the JSON."""
+    accuracy; AURC and every cov@r of every score; ECE and adaptive ECE of the scores whose
+    registry entry has a ``sweep_label`` (msp "before T", temp "after T"). Values are the
+    fractions of the JSON."""
     models = sorted(models, key=lambda m: (m.extra["sweep"][name], m.name))
     x = np.array([m.extra["sweep"][name] for m in models], dtype=np.float64)
     score_names = [s for s in dict.fromkeys(s for m in models for s in m.scores)]
@@ -226,10 +228,10 @@ def sweep_series(models, name: str) -> SweepSeries:
     for key in risks:
         panels.append(SweepPanel(key, f"coverage at {100 * float(key[4:]):g}% risk",
                                  {s: np.array([value(m, s, key) for m in models]) for s in score_names}))
+    shown = [(name, entry.sweep_label) for name, entry in REGISTRY.items() if entry.sweep_label]
     for key, title in ((k, catalog.name(k)) for k in ("ece", "aece")):
         lines = {label: np.array([value(m, s, key) for m in models])
-                 for s, label in (("msp", "before T (msp)"), ("temp", "after T (temp)"))
-                 if any(key in m.scores.get(s, {}) for m in models)}
+                 for s, label in shown if any(key in m.scores.get(s, {}) for m in models)}
         if lines:
             panels.append(SweepPanel(key, title, lines))
     return SweepSeries(name=name, x=x, models=[m.name for m in models], panels=panels, log_x=sweep_axis(x))

@@ -25,7 +25,7 @@ def _number(value: float) -> str:
 add(Score(
     "msp", "maximum softmax probability",
     softmax=lambda t, state: (t.logits, 1.0, None), label="MSP", colour="#1f77b4", own_predictions=False,
-    reports=(), model_probabilities=True,  # its NLL, Brier and class-wise ECE are the model's own
+    reports=(), model_probabilities=True, sweep_label="before T (msp)",  # its NLL, Brier and class-wise ECE are the model's own
     leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
                              rank=2, short="ECE", title="ECE before T: msp"),),
 ))
@@ -114,7 +114,7 @@ def _temp_note(t: dict) -> str:
 add(Score(
     "temp", "temperature-scaled MSP, T fitted by validation NLL",
     softmax=lambda t, state: (t.logits, 1.0 / state.temperature, t.pred),
-    fit=_fit_temp, label="temperature-scaled MSP", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
+    fit=_fit_temp, label="temperature-scaled MSP", sweep_label="after T (temp)", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
     own_predictions=False, options=("temp_objective",), warnings=_temp_warnings, note=_temp_note, note_rank=0,
     interval_keys=("temperature",),
     legend=lambda m: f" (T = {m['temperature']:.2f})" if m.get("temperature") is not None else "",

@@ -74,6 +74,7 @@ class Score:
         (default: it has probabilities); e.g. pnorm when it falls back to MSP.
     extra_rows : ``(terms, state, options) -> dict``, further per-row arrays kept for the figures.
     legend : ``metrics -> str``, what was fitted, in a figure legend (``" (T = 2.28)"``).
+    sweep_label : its line in the ECE panels of the sweep figure (None: not drawn there).
     colour : its colour in the figures (None: the next colour of the cycle).
     line : its line style in the figures (None: solid).
     leaderboard : columns it adds to the leaderboard, after its AURC (see :class:`BoardColumn`).
@@ -100,6 +101,7 @@ class Score:
     probability_when: Callable[[dict], bool] | None = None
     extra_rows: Callable[[ChunkTerms, Any, Any], dict] | None = None
     legend: Callable[[dict], str] | None = None
+    sweep_label: str | None = None
     colour: str | None = None
     line: Any = None
     leaderboard: tuple = ()
