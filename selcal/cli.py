@@ -6,7 +6,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -112,6 +112,24 @@ _SHARED = {
 }
 
 
+_NUMBERS = {"scores": str, "bins": int, "risks": str, "coverages": str, "aurc_estimator": str, "val_fraction": float,
+            "center": bool, "p_grid": str, "pnorm_objective": str, "temp_objective": str}
+
+
+def _with_numbers(command):
+    """Give ``command`` the options of :data:`_NUMBERS` (those of Options that evaluate and compare
+    share), declared once here: its ``**numbers`` becomes these parameters for Typer."""
+    import inspect
+
+    signature = inspect.signature(command)
+    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_shared(name), annotation=kind)
+             for name, kind in _NUMBERS.items()]
+    command.__signature__ = signature.replace(parameters=kept + added)
+    command.__annotations__ = {**command.__annotations__, **_NUMBERS}
+    return command
+
+
 def _shared(name: str):
     """The typer option ``name`` of :data:`_SHARED` (a new object for each command)."""
     spec = dict(_SHARED[name])
@@ -146,16 +164,12 @@ _INPUT_HELP = ("What the logit columns hold: logits, probs (probabilities; their
 
 
 @app.command()
+@_with_numbers
 def evaluate(
     ctx: typer.Context,
     files: List[Path] = typer.Argument(..., help=_FILES_HELP, show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dump; repeat once per TEST file."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write JSON (schema 1) to PATH; '-' for stdout."),
-    scores: str = _shared("scores"),
-    bins: int = _shared("bins"),
-    risks: str = _shared("risks"),
-    coverages: str = _shared("coverages"),
-    aurc_estimator: str = _shared("aurc_estimator"),
     score_cols: Optional[List[str]] = typer.Option(None, "--score-col", metavar="COLUMN", help="A column of the TEST file to evaluate as a confidence (higher = more confident), beside the logit scores; repeatable. Values in [0, 1] also get calibration metrics."),
     uncertainty_cols: Optional[List[str]] = typer.Option(None, "--uncertainty-col", metavar="COLUMN", help="A column of the TEST file to evaluate as an uncertainty (lower = more confident); repeatable."),
     aece_estimator: str = typer.Option(DEFAULTS.aece_estimator, help="Adaptive ECE: equal-mass (exact, CONVENTIONS.md) or mbls (the bin edges of the MbLS/ACLS evaluation code)."),
@@ -167,12 +181,7 @@ def evaluate(
     ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong to no class (out-of-distribution): always errors, counted in the selective and calibration metrics, reported as a group beside the in-distribution rows."),
     lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
     pixels_per_image: Optional[int] = _shared("pixels_per_image"),
-    val_fraction: float = _shared("val_fraction"),
     seed: int = _shared("seed"),
-    center: bool = _shared("center"),
-    p_grid: str = _shared("p_grid"),
-    pnorm_objective: str = _shared("pnorm_objective"),
-    temp_objective: str = _shared("temp_objective"),
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit every fitted score (T, p, ...) on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
@@ -193,6 +202,7 @@ def evaluate(
     rank_maps_of: Optional[str] = typer.Option(None, "--rank-maps-of", metavar="ID,...", help="Segmentation folders with --plots: rank maps of these images instead."),
     quiet: bool = _shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP),
+    **numbers: Any,  # the options that change a number (_NUMBERS): read through _options(ctx)
 ):
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
@@ -609,6 +619,7 @@ def check(
 
 
 @app.command()
+@_with_numbers
 def compare(
     ctx: typer.Context,
     file_a: Path = typer.Argument(..., metavar="A", help=f"Dump of the reference model: {_FORMATS}.", show_default=False),
@@ -619,26 +630,17 @@ def compare(
     seed: int = _shared("seed"),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
-    scores: str = _shared("scores"),
-    bins: int = _shared("bins"),
-    risks: str = _shared("risks"),
-    coverages: str = _shared("coverages"),
-    aurc_estimator: str = _shared("aurc_estimator"),
     label_col: Optional[str] = _shared("label_col"),
     logits_col: Optional[str] = _shared("logits_col"),
     ignore_label: Optional[int] = _shared("ignore_label"),
     pixels_per_image: Optional[int] = _shared("pixels_per_image"),
-    val_fraction: float = _shared("val_fraction"),
-    center: bool = _shared("center"),
-    p_grid: str = _shared("p_grid"),
-    pnorm_objective: str = _shared("pnorm_objective"),
-    temp_objective: str = _shared("temp_objective"),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
     quiet: bool = _shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
     show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
+    **numbers: Any,  # the options that change a number (_NUMBERS): read through _options(ctx)
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from . import checks
