@@ -60,7 +60,12 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
 
 
 def _streamed_job(job: ModelJob) -> ModelResult:
-    """A model evaluated on a remote worker: always streamed, so its memory stays bounded."""
+    """A model evaluated on a remote worker: always streamed, so its memory stays bounded. The
+    worker loads the scores of the ``selcal.scores`` entry points, as the command line does (a
+    score registered by a script's own ``register_score`` call is not known there)."""
+    from ..scores import load_entry_points
+
+    load_entry_points()
     return evaluate_model(replace(job, stream=True, options=replace(job.options, workers=1)))
 
 
