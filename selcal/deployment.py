@@ -288,7 +288,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     fit_rows, cal_rows = None, val_rows
     if entry.needs_fit:  # a seeded half fits the score, the other half calibrates
         if val_rows.images is not None:
-            fit_mask = image_holdout_mask(val_rows.images, test.image_names, 0.5, options.seed + 1, where=test.path)
+            fit_mask = image_holdout_mask(val_rows.images, val_rows.image_names, 0.5, options.seed + 1, where=test.path)
         else:
             hashes = identity_hashes(len(val_rows), val_rows.ids, options.seed, purpose=FIT_HALF_PURPOSE)
             fit_mask = _lowest_hashes(hashes, 0.5, where=test.path)
@@ -309,6 +309,9 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     if val is not None:
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         warnings += leak_warnings(test.path, val.path, shared)
+    if cal_rows.images is not None:
+        warnings.append("the rows are pixels of images, which are not independent: the binomial guarantee assumes "
+                        "independent rows, so it is optimistic here (it counts pixels, not images)")
     curve = risk_coverage(cal.values, cal.correct)
     entries = []
     for target in risks:

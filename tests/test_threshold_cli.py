@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,3 +253,13 @@ def test_a_score_with_its_own_predictions_is_judged_by_them(dumps):
         assert result.probability
     finally:
         registry.REGISTRY.pop("rolled", None)
+
+
+def test_pixel_rows_are_halved_by_image_and_warned_about(cli):
+    # segmentation folders: calibration and fit halves are whole images; pixels are not independent
+    folder = Path(__file__).resolve().parents[1] / "sample_logits" / "seg_alpha0"
+    result = selcal.threshold(str(folder), score="temp", risk=0.05)
+    assert result.split == "image-holdout" and result.n_fit > 0
+    assert any("pixels of images" in w for w in result.warnings)
+    run = cli("threshold", folder, "--risk", "0.05")
+    assert run.exit_code == 0 and "not independent" in run.stderr
