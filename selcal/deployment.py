@@ -267,7 +267,10 @@ def _shown(theta: float | None, rows: ScoredRows, probability: bool) -> tuple[fl
         return None, None
     if rows.confidence is not None:  # the confidence of the tie group at θ (values and confidence agree in order)
         shown = float(rows.confidence[np.flatnonzero(rows.values == theta)[0]])
-        return shown, (1.0 - shown if probability else None)
+        if not probability:
+            return shown, None
+        # values that are the log of the confidence (a softmax score) give 1 - θ without cancellation
+        return shown, (-math.expm1(theta) if theta <= 0 and math.exp(theta) == shown else 1.0 - shown)
     if probability:  # values are the log of the confidence
         return math.exp(theta), -math.expm1(theta)
     return theta, None

@@ -263,3 +263,21 @@ def test_pixel_rows_are_halved_by_image_and_warned_about(cli):
     assert any("pixels of images" in w for w in result.warnings)
     run = cli("threshold", folder, "--risk", "0.05")
     assert run.exit_code == 0 and "not independent" in run.stderr
+
+
+def test_a_threshold_within_1e_16_of_one_is_shown_apart_from_one(dumps):
+    # confident rows whose MSP is 1.0 in float64 but whose log-MSP is not 0: the threshold shows as
+    # 1 - 1e-20-ish (from the log), never as "1 - 0"
+    from selcal.deployment import format_threshold
+
+    rng = np.random.default_rng(4)
+    n = 4000
+    margin = rng.uniform(40.0, 60.0, size=n)  # exp(-margin) < 1e-17: MSP rounds to 1.0
+    logits = np.zeros((n, 3))
+    logits[:, 0] = margin
+    labels = np.zeros(n, dtype=np.int64)
+    labels[rng.random(n) < np.exp(-(margin - 40.0) / 4)] = 1  # errors among the least confident
+    path = dumps.parquet("sure.parquet", logits, labels, dtype="float64", split=["val"] * 2000 + ["test"] * 2000)
+    entry = selcal.threshold(str(path), risk=0.05).entries[0]
+    assert entry.threshold == 1.0 and 0 < entry.complement < 1e-16
+    assert format_threshold(entry).startswith("1 - ") and format_threshold(entry) != "1 - 0"
