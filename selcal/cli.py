@@ -194,6 +194,7 @@ def evaluate(
     details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
+    figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report), comma-separated: rc, reliability, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
@@ -211,7 +212,8 @@ def evaluate(
     from .io import Outputs
 
     try:
-        options = _options(ctx, logit_profile=plots_dir is not None or report_path is not None)
+        options = _options(ctx, logit_profile=(plots_dir is not None or report_path is not None)
+                           and _wants_profile(figure_kinds))
         if bootstrap:
             from .bootstrap import check_arguments
 
@@ -223,7 +225,8 @@ def evaluate(
 
         if sort_by:
             leaderboard(type("Empty", (), {"models": []})(), sort_by, sweep)  # refuse a bad column before the work
-        figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files))
+        figure_options = _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, len(files),
+                                         figure_kinds)
         stdout_outputs += _check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
         outputs.check_folder(plots_dir, f".{plot_format}")
         swept = None if sweep is None else sweep_values([str(f) for f in files], sweep)
@@ -298,6 +301,7 @@ def evaluate(
          "it needs --group-col and --plots or --report"),
         ("ls_alpha", "--ls-alpha", plots_dir or report_path, "it needs --plots or --report"),
         ("plot_format", "--plot-format", plots_dir, "it needs --plots"),
+        ("figure_kinds", "--figures", plots_dir or report_path, "it needs --plots or --report"),
         ("bootstrap_refit", "--bootstrap-refit", bootstrap, "it needs --bootstrap B"),
         ("confidence", "--confidence", bootstrap, "it needs --bootstrap B"),
         ("sort_by", "--sort-by", len(result.models) > 1, "one TEST file: no leaderboard to sort"),
@@ -351,8 +355,18 @@ def show_warnings(warnings, silenced: bool = False) -> None:
         _say(f"selcal: warning: {name}: {text}")
 
 
-def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, n_files) -> dict:
+def _wants_profile(kinds) -> bool:
+    """Whether --figures asks for a figure drawn from the sorted-logit profile (kept in the pass only then)."""
+    from .figures.render import parse_kinds
+
+    chosen = parse_kinds(kinds)
+    return chosen is None or bool(chosen & {"logit_profile", "pnorm_vmax"})
+
+
+def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, n_files, kinds=None) -> dict:
     """Check the --plots/--report options before any work is done (matplotlib is not imported here)."""
+    from .figures.render import parse_kinds
+
     if plot_format not in ("png", "svg", "pdf"):
         raise SelcalError(f"--plot-format must be png, svg or pdf; got {plot_format!r}")
     if not 0 < at_coverage <= 1:
@@ -364,7 +378,7 @@ def _figure_options(plots_dir, plot_format, report_path, ls_alpha, at_coverage, 
             raise SelcalError(f"--ls-alpha takes one value or one per TEST file ({n_files}); got {len(alphas)}")
         if any(not 0 <= a < 1 for a in alphas):
             raise SelcalError(f"--ls-alpha must be in [0, 1), e.g. 0.1; got {ls_alpha!r}")
-    return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage}
+    return {"fmt": plot_format, "ls_alpha": alphas, "at_coverage": at_coverage, "kinds": parse_kinds(kinds)}
 
 
 def _write_rank_maps(result, plots_dir, fmt, count, of, *, outputs=None) -> list[str]:
@@ -380,7 +394,7 @@ def _write_rank_maps(result, plots_dir, fmt, count, of, *, outputs=None) -> list
     return [f"{len(written)} rank maps written to {plots_dir}"] if written else []
 
 
-def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at_coverage,
+def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at_coverage, kinds=None,
                    run_settings=None) -> list[str]:
     """--plots and --report, staged in ``outputs``: matplotlib is imported only here, when one is asked for.
 
@@ -389,21 +403,28 @@ def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at
     skipped: list[str] = []
     written = []
     figures = None
-    if plots_dir is not None:
-        from .figures import write_plots
+    if plots_dir is None and report_path is None:
+        return []
+    from .figures.render import default_workers
 
-        figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
-                              keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped,
-                              outputs=outputs)
-        written.append(f"{len(figures)} figures written to {plots_dir}")
-    if report_path is not None:
-        from .html_report import write_report
+    drawing = {"kinds": kinds, "workers": default_workers()}
+    with _count_bar("figures") as progress:
+        if plots_dir is not None:
+            from .figures import write_plots
 
-        write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
-                     ls_alpha=ls_alpha, at_coverage=at_coverage,
-                     plot_settings={"plot_format": fmt, **(run_settings or {})},
-                     notes=skipped, outputs=outputs)
-        written.append(f"report written to {report_path}")
+            figures = write_plots(result, plots_dir, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
+                                  keep_data=report_path is not None and fmt in ("png", "svg"), notes=skipped,
+                                  outputs=outputs, progress=progress, **drawing)
+            written.append(f"{len(figures)} figures written to {plots_dir}")
+        if report_path is not None:
+            from .html_report import write_report
+
+            write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
+                         ls_alpha=ls_alpha, at_coverage=at_coverage,
+                         plot_settings={"plot_format": fmt, "figures": None if kinds is None else ",".join(sorted(kinds)),
+                                        **(run_settings or {})},
+                         notes=skipped, outputs=outputs, progress=progress, **drawing)
+            written.append(f"report written to {report_path}")
     return [f"note: {line}" for line in dict.fromkeys(skipped)] + written
 
 

@@ -27,8 +27,8 @@ from .scores import REGISTRY
 __all__ = ["render_report", "write_report"]
 
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
-_WIDE_KINDS = ("reliability", "logit_profile", "overlay_logit_profile")  # panels side by side: a whole row
-_WIDE_PREFIXES = ("sweep_",)
+_WIDE_KINDS = ("reliability", "logit_profile", "errors_by_group")  # panels side by side: a whole row
+_WIDE_PREFIXES = ("sweep_", "overlay_")
 
 # Figures are never shown below this share of their pixel width (at 150 dpi, 8.5 pt labels
 # stay about 9 px tall); a figure wider than its column at that scale scrolls inside its frame,
@@ -39,7 +39,7 @@ _NOT_SETTINGS = ("chunk_rows", "workers")
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
-       max-width: 1180px; padding: 1.2em 1.6em 3em; }
+       max-width: 1760px; padding: 1.2em 1.6em 3em; }
 h1, h2, h3, p, li, code { overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; max-width: 100%; }
 img { max-width: 100%; height: auto; }
@@ -51,20 +51,24 @@ h1 { font-size: 1.55em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-t
        border-bottom: 1px solid #ddd; padding-bottom: 0.2em; } h3 { font-size: 1.05em; margin-top: 1.6em; }
 p.meta, p.note { color: #555; margin: 0.3em 0; }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-variant-numeric: tabular-nums; }
-th, td { padding: 0.22em 0.75em; border-bottom: 1px solid #e4e4e4; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-thead th { border-bottom: 2px solid #bbb; }
+th, td { padding: 0.22em 0.75em; border-bottom: 1px solid #e4e4e4; text-align: right; white-space: nowrap; }
+thead th { border-bottom: 2px solid #bbb; white-space: normal; vertical-align: bottom; min-width: 4.5em; }
+th:first-child, td:first-child { text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 10em; }
 tr.section td { border-top: 2px solid #bbb; }
-table.settings td { text-align: left; font-family: ui-monospace, monospace; font-size: 0.92em; }
+table.settings td, table.errors td { text-align: left; white-space: normal; overflow-wrap: anywhere; }
+table.settings td { font-family: ui-monospace, monospace; font-size: 0.92em; }
 table.settings th { text-align: left; }
-table.summary td { white-space: nowrap; }
 .warning { color: #8a5300; }
-.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(520px, 100%), 1fr)); gap: 0 1.4em;
+.figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(560px, 100%), 1fr)); gap: 0 1.4em;
             grid-auto-flow: dense; }
-figure { margin: 1em 0 1.6em; min-width: 0; } figure.wide { grid-column: 1 / -1; max-width: 980px; }
+figure { margin: 1em 0 1.6em; min-width: 0; } figure.wide { grid-column: 1 / -1; max-width: 1400px; }
 figure img { border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.92em; }
-nav ul { columns: 2; } code { font-size: 0.95em; }
+nav.toc ul { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(18em, 100%), 1fr)); gap: 0.1em 2em;
+             padding-left: 1.2em; margin: 0.3em 0; }
+@media (max-width: 960px) { body { padding: 1em 0.8em 3em; } th, td { padding: 0.2em 0.45em; }
+  th:first-child, td:first-child { min-width: 7em; } }
+code { font-size: 0.95em; }
 """
 
 
@@ -144,20 +148,21 @@ def _notes(model) -> list[str]:
     return [note.replace(" -> ", " → ") for note in fit_notes(model)]
 
 
-def image_width(data: bytes, fmt: str) -> int | None:
-    """Width in CSS pixels of a PNG (its pixel width) or an SVG (its ``width``; pt = 4/3 px).
+def image_size(data: bytes, fmt: str) -> tuple[int, int] | None:
+    """(width, height) in CSS pixels of a PNG (its pixels) or an SVG (its ``width`` and ``height``; pt = 4/3 px).
 
-    >>> image_width(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0\\0\\0\\rIHDR" + (900).to_bytes(4, "big") + bytes(8), "png")
-    900
-    >>> image_width(b"<svg width='432pt' height='10pt'>", "svg")
-    576
+    >>> image_size(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0\\0\\0\\rIHDR" + (900).to_bytes(4, "big") + (600).to_bytes(4, "big"), "png")
+    (900, 600)
+    >>> image_size(b"<svg width='432pt' height='10pt'>", "svg")
+    (576, 13)
     """
     if fmt == "png" and data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        return struct.unpack(">I", data[16:20])[0]
+        return struct.unpack(">II", data[16:24])
     if fmt == "svg":
-        match = re.search(rb"<svg[^>]*?\swidth=['\"]([0-9.]+)(pt|px)?['\"]", data[:4096])
-        if match:
-            return round(float(match.group(1)) * (4 / 3 if match.group(2) in (b"pt", None) else 1))
+        head = data[:4096]
+        sizes = [re.search(rb"<svg[^>]*?\s" + name + rb"=['\"]([0-9.]+)(pt|px)?['\"]", head) for name in (b"width", b"height")]
+        if all(sizes):
+            return tuple(round(float(m.group(1)) * (4 / 3 if m.group(2) in (b"pt", None) else 1)) for m in sizes)
     return None
 
 
@@ -168,10 +173,24 @@ def _figure_html(figure) -> str:
     data = base64.b64encode(figure.data).decode("ascii")
     alt = f"{figure.kind} {figure.model or 'all models'}"
     wide = " class='wide'" if figure.kind in _WIDE_KINDS or figure.kind.startswith(_WIDE_PREFIXES) else ""
-    width = image_width(figure.data, figure.format)
-    size = f" style='min-width:{math.ceil(MIN_FIGURE_SCALE * width)}px'" if width else ""
-    return (f"<figure{wide}><div class='frame'><img alt='{_e(alt)}'{size} src='data:{mime};base64,{data}'></div>"
+    size = image_size(figure.data, figure.format)
+    # width and height: the box of a figure not yet loaded has its final shape (loading=lazy:
+    # a browser decodes a figure when it scrolls near, not all of them when the page opens).
+    size = "" if size is None else \
+        f" width='{size[0]}' height='{size[1]}' style='min-width:{math.ceil(MIN_FIGURE_SCALE * size[0])}px'"
+    return (f"<figure{wide}><div class='frame'><img alt='{_e(alt)}'{size} loading='lazy' decoding='async' "
+            f"src='data:{mime};base64,{data}'></div>"
             f"<figcaption>{_e(figure.caption)}</figcaption></figure>")
+
+
+def _contents(result, across: bool) -> str:
+    """The table of contents: summary, figures across models, every model, settings."""
+    items = ["<li><a href='#summary'>Summary</a></li>"]
+    if across:
+        items.append("<li><a href='#across-models'>Across models</a></li>")
+    items += [f"<li><a href='#{_anchor(m.name)}'>{_e(m.name)}</a></li>" for m in result.models]
+    items.append("<li><a href='#settings'>Settings</a></li>")
+    return "<nav class='toc'><strong>Contents</strong><ul>" + "".join(items) + "</ul></nav>"
 
 
 def _setting(value) -> str:
@@ -243,7 +262,8 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         _warnings(result, notes),
     ]
     # Summary across models.
-    parts.append("<h2>Summary</h2><div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
+    parts.append(_contents(result, any(f.model is None for f in figures)))
+    parts.append("<h2 id='summary'>Summary</h2><div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
                  "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>")
     # the AURC of every score some model has, then the summary columns the registry's entries add
     score_names = [s for s in REGISTRY if any(s in m.scores for m in result.models)]
@@ -264,8 +284,9 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     parts.append("</tbody></table></div>")
     shared = [f for f in figures if f.model is None]
     if shared:
-        parts.append("<h2>Across models</h2>")
+        parts.append("<h2 id='across-models'>Across models</h2><div class='figures'>")
         parts += [_figure_html(f) for f in shared]
+        parts.append("</div>")
     for model in result.models:
         parts.append(f"<h2 id='{_anchor(model.name)}'>{_e(model.name)}</h2>")
         parts.append(f"<p class='meta'><code>{_e(model.path)}</code>"
@@ -295,7 +316,8 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
 
 def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None, at_coverage: float = 0.1,
                  title: str | None = None, plot_settings: dict[str, Any] | None = None,
-                 notes: list[str] | None = None, outputs: Outputs | None = None) -> Path:
+                 notes: list[str] | None = None, outputs: Outputs | None = None, kinds=None, workers: int = 1,
+                 progress=None) -> Path:
     """Write the page to ``path`` atomically (a missing parent folder is created).
 
     Without ``figures`` (or with figures in a format a browser cannot show inline, such as
@@ -303,13 +325,16 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     ``notes``: the figures not drawn (shown at the top); when the figures are rendered here,
     their notes are added to this list too, so that the caller can print them.
     ``outputs``: stage the page in that transaction, for the caller to commit with its other outputs.
+    ``kinds``, ``workers``, ``progress``: of the figures rendered here (see
+    :func:`selcal.figures.render_figures`).
     """
     from .figures import render_figures
 
     shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
         own: list[str] = []
-        figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own))
+        figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own,
+                                      kinds=kinds, workers=workers, progress=progress))
         shown = own
         if notes is not None:
             notes.extend(n for n in own if n not in notes)

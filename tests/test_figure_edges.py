@@ -261,10 +261,10 @@ def test_report_summary_settings_and_warnings_first(tmp_path):
     assert any(n.startswith("logp_vmax_msp not drawn: the logits look like log-probabilities") for n in notes)
     assert any(n.startswith("overlay_vmax_msp not drawn: fewer than two models") for n in notes)
     warnings_at = page.index("class='warnings'")
-    assert warnings_at < page.index("<h2>Summary")
-    assert "look like log-probabilities" in page[warnings_at:page.index("<h2>Summary")]
-    assert "logp_vmax_msp not drawn" in page[warnings_at:page.index("<h2>Summary")]
-    summary = page[page.index("<h2>Summary"):page.index("</table>", page.index("<h2>Summary"))]
+    assert warnings_at < page.index("<h2 id='summary'>Summary")
+    assert "look like log-probabilities" in page[warnings_at:page.index("<h2 id='summary'>Summary")]
+    assert "logp_vmax_msp not drawn" in page[warnings_at:page.index("<h2 id='summary'>Summary")]
+    summary = page[page.index("<h2 id='summary'>Summary"):page.index("</table>", page.index("<h2 id='summary'>Summary"))]
     assert "ECE before T: msp (%)" in summary and "ECE after T: temp (%)" in summary
     for m in (good, logp):
         assert f"{100 * m.scores['msp']['ece']:.2f}" in summary and f"{100 * m.scores['temp']['ece']:.2f}" in summary

@@ -149,7 +149,7 @@ def test_rc_figure_draws_the_computed_curves(pair):
         for line, m in zip(ax.lines, pair.models):
             np.testing.assert_array_equal(line.get_ydata(), plots.rc_curve_points(m.curves[score]).risk)
             assert line.get_label().startswith(m.name)
-            assert f": AURC {100 * m.scores[score]['aurc']:.2f}%" in line.get_label()
+            assert f"AURC {100 * m.scores[score]['aurc']:.2f}%" in line.get_label()
 
 
 # ===================================================================== 2. reliability

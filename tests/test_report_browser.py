@@ -32,16 +32,38 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--hide-scrollbars", "--virtual-time-budget=20000")
 
 MEASURE = """<script>
+// Once loaded: scroll through the page (figures load lazily, as they come near the window),
+// wait until every image is decoded, then write the measures into the DOM.
 window.addEventListener("load", function () {
-  var images = Array.prototype.slice.call(document.images);
-  var out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
-             images: images.length,
-             loaded: images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length,
-             scales: images.map(function (i) { return i.getBoundingClientRect().width / i.naturalWidth; })};
-  var pre = document.createElement("pre");
-  pre.id = "measure";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  var y = 0;
+  function measure() {
+    var images = Array.prototype.slice.call(document.images);
+    var boxes = Array.prototype.slice.call(document.querySelectorAll(".scroll"));
+    var out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+               images: images.length,
+               loaded: images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length,
+               scales: images.map(function (i) { return i.getBoundingClientRect().width / i.naturalWidth; }),
+               tables: boxes.map(function (b) {
+                 return {cls: b.firstElementChild.className, scrollWidth: b.scrollWidth, clientWidth: b.clientWidth,
+                         overflow: getComputedStyle(b).overflowX}; })};
+    var pre = document.createElement("pre");
+    pre.id = "measure";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }
+  function step() {
+    window.scrollTo(0, y);
+    y += window.innerHeight / 2;
+    if (y < document.documentElement.scrollHeight + window.innerHeight) { setTimeout(step, 50); return; }
+    var waited = 0;
+    (function wait() {
+      var pending = Array.prototype.slice.call(document.images).filter(function (i) { return !i.complete; });
+      if (pending.length && waited++ < 200) { setTimeout(wait, 50); return; }
+      window.scrollTo(0, 0);
+      measure();
+    })();
+  }
+  step();
 });
 </script>"""
 
@@ -58,7 +80,7 @@ def browser() -> str | None:
 
 def run_browser(executable: str, page: Path, width: int, *extra: str) -> str:
     with tempfile.TemporaryDirectory(prefix="selcal-chromium-") as profile:
-        done = subprocess.run([executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},2000",
+        done = subprocess.run([executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},1600",
                                *extra, page.as_uri()], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -94,6 +116,8 @@ def report(tmp_path_factory):
 
 @pytest.mark.parametrize("width", [800, 1400])
 def test_report_fits_the_window_and_every_figure_loads(report, width):
+    """At 1400 px every table is whole; at 800 px a table wider than the window scrolls inside
+    its own box (overflow-x auto: nothing is cut), never the page."""
     executable = browser()
     page, n_images = report
     dom = run_browser(executable, page, width, "--dump-dom")
@@ -103,5 +127,24 @@ def test_report_fits_the_window_and_every_figure_loads(report, width):
     assert measure["innerWidth"] == width
     assert measure["scrollWidth"] <= measure["innerWidth"], measure  # no sideways scrolling of the page
     assert measure["images"] == n_images and n_images == 3 + 2 * 3  # overlays, errors by group; 3 per model
-    assert measure["loaded"] == n_images  # every figure decoded
+    assert measure["loaded"] == n_images  # every figure decoded once scrolled to (loading=lazy)
     assert min(measure["scales"]) >= html_report.MIN_FIGURE_SCALE - 0.01, measure["scales"]
+    tables = measure["tables"]
+    assert {"summary", "metrics", "groups", "settings"} <= {t["cls"] for t in tables}
+    for table in tables:
+        assert table["overflow"] == "auto", table  # a wider table scrolls inside its box
+        if width >= 1400:
+            assert table["scrollWidth"] <= table["clientWidth"], table  # whole: no clipped or scrolled column
+
+
+def test_screenshots_when_asked(report, tmp_path):
+    """SELCAL_SCREENSHOTS=DIR: writes report-800.png and report-1400.png into DIR, to be looked at."""
+    folder = os.environ.get("SELCAL_SCREENSHOTS")
+    if not folder:
+        pytest.skip("set SELCAL_SCREENSHOTS=DIR to write screenshots")
+    executable = browser()
+    page, _ = report
+    for width in (800, 1400):
+        shot = Path(folder) / f"report-{width}.png"
+        run_browser(executable, page, width, f"--screenshot={shot}")
+        assert shot.stat().st_size > 0

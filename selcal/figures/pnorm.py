@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import diagnostics
-from .base import NAME_LIMITS, SCORE_COLOURS, legend_below, model_colours, new_figure, user_text
+from .base import (NAME_LIMITS, SCORE_COLOURS, figure_width, legend_below, model_colours, new_figure, user_text,
+                   wrap)
 from .data import pnorm_search_data
 
 __all__ = ["figure_pnorm_search", "figure_pnorm_given_vmax"]
@@ -34,7 +35,8 @@ def figure_pnorm_search(model):
     ax.set_xticks(data.p)
     ax.set_xlabel("p of the p-norm")
     ax.set_ylabel(f"validation {name} (%)")
-    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: choice of p on {model.n_val:,} validation samples\n(lower is better)")
+    ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: choice of p on {model.n_val:,} validation "
+                      "samples\n(lower is better)", 0.9 * figure_width(figure)))
     legend_below(ax)
     return figure
 
@@ -62,6 +64,7 @@ def figure_pnorm_given_vmax(model):
     fallback = " (MSP kept as the score)" if model.scores["pnorm"].get("fallback") else ""
     ax.set_xlabel("max logit $v_{max}$")
     ax.set_ylabel(f"p-norm score, p = {p}{fallback}")
-    ax.set_title(user_text(f"{model.name}: p-norm score given max logit, within MSP bins"))
+    ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: p-norm score given max logit, within MSP bins",
+                      0.9 * figure_width(figure)))
     ax.legend(fontsize="small")
     return figure

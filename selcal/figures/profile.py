@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import diagnostics
 from ..pipeline.measure import logit_kind
-from .base import CORRECT_COLOUR, ERROR_COLOUR, model_colours, new_figure, user_text
+from .base import (CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, model_colours, new_figure,
+                   user_text)
 
 __all__ = ["figure_logit_profile", "raw_logits"]
 
@@ -40,7 +41,7 @@ def figure_logit_profile(models):
                     continue
                 colour = colours[index] if len(profiles) > 1 else (
                     CORRECT_COLOUR if word == "correct" else ERROR_COLOUR)
-                name = f"{model.name}, {word}" if len(profiles) > 1 else word
+                name = f"{user_text(model.name, NAME_LIMITS['legend'], escape=False)}, {word}" if len(profiles) > 1 else word
                 finite = np.isfinite(series.mean) & np.isfinite(series.std)
                 ax.plot(profile.ranks[finite], series.mean[finite], color=colour, linestyle=style, marker=".",
                         linewidth=1.2, label=user_text(f"{name} ({series.count:,} rows)"))
@@ -57,7 +58,8 @@ def figure_logit_profile(models):
     axes[2].set_yscale("log")
     axes[0].set_ylabel("mean ± std over rows")
     handles, texts = axes[0].get_legend_handles_labels()
-    figure.legend(handles, texts, loc="outside lower center", ncol=min(4, len(texts)), fontsize="small")
+    figure.legend(handles, texts, loc="outside lower center", ncol=legend_columns(texts, figure_width(figure), 4, 8.0),
+                  fontsize="small")
     figure.suptitle("logits sorted high to low")
     return figure
 

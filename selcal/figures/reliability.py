@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import calibration
 from ..scores import REGISTRY
-from .base import new_figure, pct, score_label, user_text, NAME_LIMITS
+from .base import NAME_LIMITS, figure_width, legend_columns, new_figure, pct, score_label, user_text, wrap
 from .data import histogram_top, reliability_data
 
 __all__ = ["figure_reliability", "probability_scores", "GAP_STYLES"]
@@ -86,8 +86,9 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         hist.set_ylabel("samples (log)")
         hist.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, fontsize=7.5, borderaxespad=0.0)
     figure.legend(list(legend_entries.values()), list(legend_entries), loc="outside lower center",
-                  ncol=2 if len(panels) == 1 else min(len(legend_entries), 3))
-    figure.suptitle(f"{user_text(model.name, NAME_LIMITS['title'])}: reliability on {model.n_eval:,} samples", fontsize=11)
+                  ncol=legend_columns(legend_entries, figure_width(figure), 2 if len(panels) == 1 else 3))
+    figure.suptitle(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: reliability on {model.n_eval:,} samples",
+                         figure_width(figure), 11), fontsize=11)
     return figure
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import (NAME_LIMITS, SCORE_LABELS, all_scores, legend_below, model_colours, mpl, new_figure, pct,
-                   score_colour, score_detail, score_label, score_style, user_text)
+from .base import (NAME_LIMITS, SCORE_LABELS, all_scores, figure_width, legend_below, legend_columns, model_colours, mpl,
+                   new_figure, pct, score_colour, score_detail, score_label, score_style, user_text, wrap)
 from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, RCPoints, errors_at_coverage_by_group,
                    rc_curve_points, shown_groups)
 
@@ -66,7 +66,8 @@ def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
         for name, curve in model.curves.items()
     ]
     handles = _draw_rc(ax, entries, error_rate_line=model.error)
-    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: risk–coverage\nerror {pct(model.error)} on {model.n_eval:,} samples")
+    ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: risk–coverage\nerror {pct(model.error)} on "
+                      f"{model.n_eval:,} samples", 0.9 * figure_width(figure)))
     legend_below(ax, handles=handles)
     return figure
 
@@ -94,8 +95,10 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
                 continue
             points = rc_curve_points(model.curves[score], max_points)
             all_points.append(points)
-            label = (f"{user_text(model.name, NAME_LIMITS['legend'])}{score_detail(score, model)}: "
-                     f"AURC {pct(model.scores[score].get('aurc'))}, error {pct(model.error)}"
+            # The numbers on a second line: a long name and its numbers side by side would be
+            # wider than the panel.
+            label = (f"{user_text(model.name, NAME_LIMITS['legend'])}\n{score_detail(score, model).strip()} "
+                     f"AURC {pct(model.scores[score].get('aurc'))}, error {pct(model.error)}".replace("\n ", "\n")
                      if per_panel else user_text(model.name, NAME_LIMITS['legend']))
             entries.append((points, label, colour, "-"))
         handles = _draw_rc(ax, entries)
@@ -114,7 +117,8 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
             for handle in ax.lines:
                 if handle.get_gid() != "error rate":
                     handles.setdefault(handle.get_label(), handle)
-        figure.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=7.5)
+        figure.legend(list(handles.values()), list(handles), loc="outside lower center",
+                      ncol=legend_columns(handles, figure_width(figure), 4, 7.5), fontsize=7.5)
     figure.suptitle("risk–coverage by score, one curve per model", fontsize=11)
     return figure
 
@@ -139,7 +143,10 @@ def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores
     colours = {g: cmap(i % cmap.N) for i, g in enumerate(group_names)}
     other_label = f"other ({len(others):,} groups)"
     many = len(models) > 8
-    width = min(max(3.2, 0.9 + 0.55 * len(models)), 8.0)
+    # Names side by side under their bars only when they fit: two models with short names. Slanted
+    # names reach left of their panel: a panel then needs room for them and its title.
+    slanted = len(models) > 2 or max(len(user_text(m.name, NAME_LIMITS['tick'])) for m in models) > 14
+    width = min(max(4.4 if slanted and not many else 3.2, 0.9 + 0.55 * len(models)), 8.0)
     columns = len(scores) if width * len(scores) <= 16 else max(1, int(16 // width))
     rows = math.ceil(len(scores) / columns)
     figure = new_figure(width * columns, (4.8 + (0.9 if many else 0.0)) * rows)
@@ -163,16 +170,17 @@ def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores
         for xi, s in zip(x, stacks[score]):
             ax.annotate(f"{s.errors}" if many else f"{s.errors} of {s.accepted}", (xi, s.errors), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=6.5 if many else 7.5)
-        ax.set_xticks(x, [user_text(m.name, NAME_LIMITS["tick"]) for m in models], rotation=90 if many else (30 if len(models) > 2 else 0),
-                      ha="center" if many or len(models) <= 2 else "right", fontsize=7 if many else None)
+        ax.set_xticks(x, [user_text(m.name, NAME_LIMITS["tick"]) for m in models], rotation=90 if many else (30 if slanted else 0),
+                      ha="center" if many or not slanted else "right", fontsize=7 if many else None)
         ax.set_title(SCORE_LABELS.get(score, score))
         ax.grid(axis="x", visible=False)
-    axes[0].set_ylabel(f"errors among the accepted at {100 * coverage:g}% coverage")
+    axes[0].set_ylabel(f"errors among the accepted\nat {100 * coverage:g}% coverage")
     top = max(1.0, max(ax.get_ylim()[1] for ax in axes))
     axes[0].set_ylim(0, top * 1.1)
     title = "group" if not others else f"group ({MAX_GROUP_BARS} with the most errors drawn; the rest as other)"
     # Explicit handles and labels: automatic collection would drop a group named "_x".
-    figure.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(len(legend), 6),
+    figure.legend(list(legend.values()), list(legend), loc="outside lower center",
+                  ncol=legend_columns(legend, figure_width(figure)),
                   title=title)
     figure.suptitle(f"errors accepted at {100 * coverage:g}% coverage, by group (label: errors"
                     + ("" if many else " of accepted") + ")", fontsize=11)

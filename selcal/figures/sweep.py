@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import diagnostics
-from .base import SCORE_COLOURS, SCORE_LABELS, SCORE_STYLES, new_figure, user_text
+from .base import NAME_LIMITS, SCORE_COLOURS, SCORE_LABELS, SCORE_STYLES, figure_width, new_figure, user_text, wrap
 
 __all__ = ["figure_sweep", "figure_sweep_of"]
 
@@ -36,7 +36,7 @@ def figure_sweep(series: diagnostics.SweepSeries):
                     label=user_text(shown))
             ax.plot(series.x, 100 * y, linestyle="none", marker="o", markersize=4.5, color=colour)
         ax.set_title(user_text(panel.title) + " (%)")
-        ax.set_xlabel(user_text(series.name))
+        ax.set_xlabel(wrap(user_text(series.name, NAME_LIMITS["title"]), 3.6))
         if series.log_x == "log":
             ax.set_xscale("log")
         elif series.log_x == "symlog":
@@ -46,7 +46,8 @@ def figure_sweep(series: diagnostics.SweepSeries):
             ax.legend(fontsize="small")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    figure.suptitle(user_text(f"headline metrics against {series.name} ({len(series.models)} models)"))
+    figure.suptitle(wrap(f"headline metrics against {user_text(series.name, NAME_LIMITS['title'])} "
+                         f"({len(series.models)} models)", figure_width(figure)))
     return figure
 
 

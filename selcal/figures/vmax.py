@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..pipeline.measure import logit_kind
-from .base import CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, new_figure, user_text
+from .base import CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, new_figure, user_text, wrap
 from .data import SlidingWindowStats, ls_ceiling_share, sliding_window_stats, vmax_msp_limits
 
 __all__ = ["figure_vmax_msp", "figure_vmax_msp_overlay", "vmax_msp_skip_reason", "vmax_stats"]
@@ -83,7 +83,8 @@ def figure_vmax_msp(model, ls_alpha: float | None = None):
     ax = figure.add_subplot(grid[0])
     diff_ax = figure.add_subplot(grid[1], sharex=ax)
     entries, _ = _draw_vmax_msp(ax, diff_ax, model, ls_alpha)
-    ax.set_title(f"{user_text(model.name, NAME_LIMITS['title'])}: max logit given MSP\n(windows with < 10 samples skipped)")
+    ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: max logit given MSP\n(windows with < 10 samples "
+                      "skipped)", 0.9 * figure_width(figure)))
     figure.legend([h for h, _ in entries], [lab for _, lab in entries], loc="outside lower center", ncol=1)
     return figure
 
@@ -116,13 +117,14 @@ def figure_vmax_msp_overlay(models, ls_alphas: Sequence[float | None] | None = N
         diff_ax = figure.add_subplot(grid[2 * row + 1, column], sharex=first)
         entries, ceiling = _draw_vmax_msp(ax, diff_ax, model, alpha, model_stats)
         ax.set_ylim(*top_limits)
-        ax.set_title(user_text(model.name, NAME_LIMITS["legend"]))
+        ax.set_title(wrap(user_text(model.name, NAME_LIMITS["legend"]), 4.4))
         for handle, label in entries:
             if handle is not ceiling:
                 shared.setdefault(label, handle)
         if ceiling is not None:
             diff_ax.legend([ceiling], [ceiling.get_label()], loc="upper center", bbox_to_anchor=(0.5, -0.42))
-    figure.legend(list(shared.values()), list(shared), loc="outside lower center", ncol=2)
+    figure.legend(list(shared.values()), list(shared), loc="outside lower center",
+                  ncol=legend_columns(shared, figure_width(figure), 2))
     scope = "" if page is None or page[1] == 1 else f" of all {page[1]} figures"
     part = "" if page is None or page[1] == 1 else f" ({page[0]} of {page[1]})"
     figure.suptitle(f"max logit given MSP, correct vs incorrect (mean ± std in a sliding window){part}\n"
