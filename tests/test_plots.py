@@ -1,6 +1,6 @@
 """Figures: the data each figure draws is the data selcal computed, and the files are sound.
 
-Pixels are not compared. Instead: every data-preparation function of ``selcal.plots`` is
+Pixels are not compared. Instead: every data-preparation function of ``selcal.figures`` is
 checked against a brute-force reference or the result's own numbers (AURC, ECE, error
 counts), the lines actually put on the matplotlib axes are checked against those
 functions, and every written file is decoded (PNG pixels, SVG as XML, PDF header and
