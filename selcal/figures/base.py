@@ -182,8 +182,10 @@ def user_text(text, limit: int | None = None, *, escape: bool = True) -> str:
 
 
 def new_figure(width: float, height: float):
+    """A figure on the Agg canvas, at the resolution it is saved at: the layout then measures
+    text with the renderer that draws it, and matplotlib's cache of text extents serves both."""
     _, Figure, FigureCanvasAgg = mpl()
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), dpi=STYLE["savefig.dpi"], layout="constrained")
     FigureCanvasAgg(figure)
     return figure
 
@@ -326,3 +328,24 @@ def legend_columns(labels, width: float, most: int = 6, fontsize: float = 8.5) -
     longest = max(len(line) for label in labels for line in label.split("\n"))
     column = 0.62 * fontsize / 72 * longest + 0.55
     return max(1, min(most, len(labels), int(width // column)))
+
+
+_SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def plain_log_axis(axis, plain_below: float = 1e5) -> None:
+    """Decades of a log ``axis`` written as plain text (1, 10, 1,000, then 10⁶), no minor ticks:
+    matplotlib's default writes every tick as a formula, which is most of a log axis's cost."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    def decade(value, _position) -> str:
+        if value <= 0:
+            return ""
+        exponent = round(math.log10(value))
+        if 1 <= value < plain_below:
+            return f"{value:,.0f}"
+        return "10" + str(exponent).translate(_SUPERSCRIPTS)
+
+    axis.set_major_locator(LogLocator(base=10.0, numticks=12))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(decade))

@@ -9,7 +9,7 @@ import numpy as np
 from .. import diagnostics
 from ..pipeline.measure import logit_kind
 from .base import (CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, model_colours, new_figure,
-                   user_text)
+                   plain_log_axis, user_text)
 
 __all__ = ["figure_logit_profile", "raw_logits"]
 
@@ -56,6 +56,7 @@ def figure_logit_profile(models):
     axes[1].set_title(f"$v^p$, p = {ps} (the p of the p-norm score)")
     axes[2].set_title(r"$\exp(v)$ (log scale)")
     axes[2].set_yscale("log")
+    plain_log_axis(axes[2].yaxis)
     axes[0].set_ylabel("mean ± std over rows")
     handles, texts = axes[0].get_legend_handles_labels()
     figure.legend(handles, texts, loc="outside lower center", ncol=legend_columns(texts, figure_width(figure), 4, 8.0),

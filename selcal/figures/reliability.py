@@ -3,13 +3,15 @@ probability score (``reliability``)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .. import calibration
 from ..scores import REGISTRY
-from .base import NAME_LIMITS, figure_width, legend_columns, new_figure, pct, score_label, user_text, wrap
+from .base import (NAME_LIMITS, figure_width, legend_columns, new_figure, pct, plain_log_axis, score_label, user_text,
+                   wrap)
 from .data import histogram_top, reliability_data
 
 __all__ = ["figure_reliability", "probability_scores", "GAP_STYLES"]
@@ -78,6 +80,7 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
                  linewidth=0.5)
         hist.set_yscale("log")
         hist.set_ylim(0.7, histogram_top(data.count))
+        plain_log_axis(hist.yaxis, plain_below=math.inf)  # counts: 1, 10, 100, 1,000, ...
         hist.axvline(data.overall_accuracy, color="#08519c", linestyle="--", linewidth=1.0,
                      label=f"accuracy {100 * data.overall_accuracy:.1f}%")
         hist.axvline(data.overall_confidence, color="#cb181d", linestyle=":", linewidth=1.2,
