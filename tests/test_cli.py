@@ -508,7 +508,7 @@ def assert_refused(result, must_contain=(), row=None):
 
 @pytest.fixture(params=["in-memory", "streamed"])
 def reading(request, monkeypatch):
-    """Run the CLI on the in-memory path, or on the streamed path (normally for files over 1 GB)."""
+    """Run the CLI on the in-memory path, or on the streamed path (normally for files over 64 MiB)."""
     if request.param == "streamed":
         evaluate_fn = sys.modules["selcal.evaluate"].evaluate
         assert "memory_budget" in evaluate_fn.__kwdefaults__

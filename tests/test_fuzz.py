@@ -14,7 +14,7 @@ The contract under test (CONVENTIONS.md, "Input" and "Units and output"; README,
   nothing on stdout;
 * never an uncaught exception;
 * the same outcome and the same JSON bytes whether the file is read whole or streamed
-  (the reader of files over the 1 GB memory budget, forced here for every file).
+  (the reader of files over the 64 MiB memory budget, forced here for every file).
 
 Every example writes a new file (list, large_list, fixed_size_list or logit_k columns;
 float16/32/64, integer or string values, nested lists; K = 1 .. 12, N = 0 .. 70; NaN, inf,
@@ -612,7 +612,7 @@ def test_fuzz_valid_and_invalid_dumps(cli, dumps, h, case):
     results = {}
     for reading in ("in-memory", "streamed"):
         with pytest.MonkeyPatch.context() as patch:
-            if reading == "streamed":  # the path of files over the memory budget (1 GB), for every file
+            if reading == "streamed":  # the path of files over the memory budget (64 MiB), for every file
                 patch.setitem(evaluate_function.__kwdefaults__, "memory_budget", 0)
             result = results[reading] = run_cli(cli, path, *args)
         note(f"{reading}: exit {result.exit_code}; stderr: {result.stderr!r}")
@@ -729,7 +729,7 @@ def test_null_logit_value_before_a_null_row(cli, dumps, h, layout):
 def test_streamed_path_checks_ids(cli, dumps, h):
     """Found by the fuzz: ids are checked when a file is read whole, not when it is streamed.
 
-    Read whole, a duplicate id is refused. A file over the memory budget (1 GB) is streamed;
+    Read whole, a duplicate id is refused. A file over the memory budget (64 MiB) is streamed;
     the README promises the same numbers either way, so it must be refused the same way.
     (Ids shared with a --val file are allowed: ids are unique within a file only; see
     tests/test_layouts.py.)

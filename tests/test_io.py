@@ -317,7 +317,7 @@ def test_atomic_write_missing_folder(tmp_path):
 
 # ---------------------------------------------------------------- streamed reading
 # selcal.evaluate streams a TEST file by row batches when its logits exceed a memory
-# budget (1 GB by default, so the CLI streams only big files); the numbers must be the
+# budget (64 MiB by default, so the CLI streams only big files); the numbers must be the
 # same bit for bit, in every layout.
 def _scenario(name, dumps, h):
     logits, labels = h.make_data()
