@@ -273,12 +273,16 @@ def _worker_draw(task: tuple[Job, str]) -> bytes | None:
     return _draw(job, _WORKER_MODELS, fmt)
 
 
+MAX_WORKERS = 8  # each worker holds a copy of the models: memory grows with the workers
+
+
 def default_workers() -> int:
-    """Worker processes for drawing: the cores this process may use."""
+    """Worker processes for drawing: the cores this process may use, at most ``MAX_WORKERS``."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
 
 
 def _context():
