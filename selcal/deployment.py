@@ -163,8 +163,19 @@ class ThresholdResult:
 
 
 def _confidence(delta: float) -> str:
-    """1 - δ as percent: ``0.1`` -> ``90%``, ``0.05`` -> ``95%``, ``0.001`` -> ``99.9%``."""
-    return f"{100 * (1 - delta):.4g}%"
+    """1 - δ as percent: ``0.1`` -> ``90%``, ``0.05`` -> ``95%``, ``0.001`` -> ``99.9%``, with the digits
+    it takes not to read 100%; a δ too small for that as ``(1 - 1e-300)``.
+
+    Examples
+    --------
+    >>> _confidence(0.1), _confidence(0.001), _confidence(1e-5), _confidence(1e-300)
+    ('90%', '99.9%', '99.999%', '(1 - 1e-300)')
+    """
+    for digits in range(4, 13):  # as many digits as it takes not to read 100%
+        shown = f"{100 * (1 - delta):.{digits}g}"
+        if float(shown) < 100:
+            return f"{shown}%"
+    return f"(1 - {delta:.3g})"
 
 
 def _finite(value):
@@ -191,11 +202,14 @@ def _target(value: float) -> str:
     ('5.0%', '0.01%', '12.5%')
     """
     short = f"{100 * value:.1f}"
-    return f"{short}%" if abs(float(short) - 100 * value) < 1e-9 else f"{100 * value:.3g}%"
+    return f"{short}%" if float(short) and abs(float(short) - 100 * value) < 1e-9 else f"{100 * value:.3g}%"
 
 
 def _count(n: int) -> str:
-    """A row count with a space between thousands, as in ``5 000``."""
+    """A row count with a space between thousands, as in ``5 000`` (an astronomical one, such as the
+    rows a risk of 1e-300 needs, in three digits: ``2.3e+300``)."""
+    if n >= 10 ** 15:
+        return f"{float(n):.3g}"
     return f"{n:,}".replace(",", " ")
 
 

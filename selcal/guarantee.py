@@ -422,15 +422,27 @@ def minimum_rows(risk: float, delta: float, method: str = DEFAULT_METHOD) -> int
     (45, 2)
     """
     risk, delta = check_level(risk, "risk"), check_level(delta, "delta")
-    rows = max(1, math.floor(math.log(delta) / math.log1p(-risk)) - 1)
+    estimate = math.floor(math.log(delta) / math.log1p(-risk))
+    if estimate >= 2 ** 53:  # more rows than any file holds (r ~ 1e-15 or less): the closed form is enough
+        return estimate + 1
 
     def certified(m: int) -> bool:
         if method == "ltt":
             return binomial_p_value(0, m, risk) <= delta
         return binomial_upper_bound(0, m, delta) < risk
 
-    while not certified(rows):
-        rows += 1
-    while rows > 1 and certified(rows - 1):
-        rows -= 1
-    return rows
+    # bisection between a row count that is not certified (lo, 0 = none) and one that is (hi): the
+    # closed form is close, but a walk one row at a time from a wrong start took forever
+    hi = max(1, estimate)
+    while not certified(hi):
+        hi *= 2
+    lo = hi // 2
+    while lo >= 1 and certified(lo):
+        hi, lo = lo, lo // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if certified(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

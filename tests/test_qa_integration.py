@@ -1,0 +1,57 @@
+"""QA of the integrated main: where separately built features meet (threshold, the score registry,
+the readers, the figures), tried as a researcher and as an adversary would. Each test failed on the
+main it was written against."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import strict_json
+
+from selcal import guarantee
+from selcal.deployment import _confidence, _target
+
+
+# ------------------------------------------------------------------ threshold: extreme targets
+def _brute_minimum_rows(risk, delta, method):
+    """The fewest rows m, counted up from 1, whose error-free calibration set is certified."""
+    m = 1
+    while True:
+        if method == "ltt":
+            if (1 - risk) ** m <= delta:
+                return m
+        elif guarantee.binomial_upper_bound(0, m, delta) < risk:
+            return m
+        m += 1
+
+
+@pytest.mark.parametrize("risk,delta", [(0.5, 0.25), (0.2, 0.1), (0.05, 0.1), (0.01, 0.05), (0.3, 1e-6)])
+@pytest.mark.parametrize("method", ["sgr", "ltt"])
+def test_minimum_rows_is_the_first_certified_count(risk, delta, method):
+    assert guarantee.minimum_rows(risk, delta, method) == _brute_minimum_rows(risk, delta, method)
+
+
+def test_a_vanishing_risk_target_is_refused_at_once_not_after_counting_rows(tmp_path):
+    """--risk 1e-300 walked one row at a time from ~2e300 rows: selcal threshold never returned."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 3))
+    labels = logits.argmax(1)
+    path = tmp_path / "m.npz"
+    np.savez(path, logits=logits, labels=labels)
+    run = subprocess.run([sys.executable, "-c", "from selcal.cli import run; run()", "threshold", str(path),
+                          "--risk", "1e-300"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("selcal: error:"), run.stderr
+    assert "1e-298%" in lines[0] and "2.3e+300 rows" in lines[0]  # not "at most 0.0%", not 300 digits
+    assert guarantee.minimum_rows(1e-300, 0.1) > 10 ** 299
+
+
+def test_targets_and_confidences_never_round_to_a_different_promise():
+    """A risk of 1e-300 read 'at most 0.0%'; a delta of 1e-5 read '100% confidence'."""
+    assert _target(1e-300) == "1e-298%" and _target(0.05) == "5.0%" and _target(0.0001) == "0.01%"
+    assert _confidence(1e-5) == "99.999%" and _confidence(0.1) == "90%"
+    assert _confidence(1e-300) == "(1 - 1e-300)"
