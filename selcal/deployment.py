@@ -303,6 +303,11 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     if val_rows is None or len(val_rows) == 0:
         raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
     fit_rows, cal_rows = None, val_rows
+    if entry.needs_fit and len(val_rows) < 2:  # no halves to make (the hold-out's message would say --val)
+        raise SelcalError(
+            f"{val.path if val is not None else test.path}: {_count(len(val_rows))} validation row cannot be halved: "
+            f"{score} is fitted on a half of the validation rows and the threshold certified on the other; "
+            "give more validation rows (--val FILE, a split column or a larger --val-fraction)")
     if entry.needs_fit:  # a seeded half fits the score, the other half calibrates
         if val_rows.images is not None:
             fit_mask = image_holdout_mask(val_rows.images, val_rows.image_names, 0.5, options.seed + 1, where=test.path)

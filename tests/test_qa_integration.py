@@ -55,3 +55,20 @@ def test_targets_and_confidences_never_round_to_a_different_promise():
     assert _target(1e-300) == "1e-298%" and _target(0.05) == "5.0%" and _target(0.0001) == "0.01%"
     assert _confidence(1e-5) == "99.999%" and _confidence(0.1) == "90%"
     assert _confidence(1e-300) == "(1 - 1e-300)"
+
+
+# ------------------------------------------------------------------ threshold: tiny validation sets
+@pytest.mark.parametrize("score", ["temp", "pnorm", "pnorm_softmax"])
+def test_one_validation_row_for_a_fitted_score_is_named_as_such(cli, dumps, score):
+    """It read 'test.npz: a random hold-out of 0.5 x 1 rows ...; give ... --val FILE' to a user who gave
+    --val: the fit/calibration halving spoke as evaluate's hold-out and named the wrong file."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(400, 4)) * 3
+    labels = logits.argmax(1)
+    test = dumps.npz("test.npz", logits, labels)
+    val = dumps.npz("val.npz", logits[:1], labels[:1])
+    result = cli("threshold", test, "--val", val, "--score", score, "--risk", "0.3")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"selcal: error: {val}: 1 validation row cannot be halved"), lines
+    assert "hold-out" not in lines[0]
