@@ -513,6 +513,22 @@ def _raise_signal(signum, frame) -> None:
     raise _Signalled(signum)
 
 
+def _rearm_dropped_signal(unraisable) -> None:
+    """``sys.unraisablehook``: a :class:`_Signalled` raised while Python ran a finalizer or a weakref
+    callback (the handler runs at whatever line is next, there too) is dropped by Python, which
+    printed a traceback and let the run go on to exit 0. Raise it again 10 ms later, from a timer
+    (raising it here would be dropped too): by then the run is back in its own code, and if not, this
+    hook arms the timer again."""
+    import signal
+
+    if isinstance(unraisable.exc_value, _Signalled) and hasattr(signal, "setitimer"):
+        signum = unraisable.exc_value.signum
+        signal.signal(signal.SIGALRM, lambda _alarm, frame: _raise_signal(signum, frame))
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _catch_signals() -> None:
     """SIGINT and SIGTERM end the run through :class:`_Signalled` (only the main thread may set handlers)."""
     import signal
@@ -522,6 +538,7 @@ def _catch_signals() -> None:
             signal.signal(getattr(signal, name), _raise_signal)
         except (AttributeError, ValueError, OSError):
             pass
+    sys.unraisablehook = _rearm_dropped_signal
 
 
 def run() -> None:

@@ -72,3 +72,42 @@ def test_one_validation_row_for_a_fitted_score_is_named_as_such(cli, dumps, scor
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"selcal: error: {val}: 1 validation row cannot be halved"), lines
     assert "hold-out" not in lines[0]
+
+
+# ------------------------------------------------------------------ Ctrl-C where Python drops exceptions
+_SIGNAL_IN_A_FINALIZER = '''
+import os, signal, sys, time, weakref
+import selcal.cli as cli
+
+class Thing:
+    pass
+
+def app(standalone_mode=False):
+    thing = Thing()
+    def callback(ref):  # the handler runs at the next line, here, where Python drops what it raises
+        os.kill(os.getpid(), signal.SIG{name})
+        for _ in range(1000):
+            pass
+    ref = weakref.ref(thing, callback)
+    del thing
+    start = time.time()
+    while time.time() - start < 3:
+        pass
+    print("finished")
+    return 0
+
+cli.app = app
+cli.run()
+'''
+
+
+@pytest.mark.parametrize("name,code,line", [("INT", 130, "selcal: aborted"), ("TERM", 143, "selcal: terminated")])
+def test_a_signal_that_lands_in_a_finalizer_still_ends_the_run(name, code, line):
+    """Ctrl-C during 'selcal evaluate --plots --report' (4 models, at 7 s) printed 'Exception ignored in
+    ... _weakrefset.py ... selcal.cli._Signalled: 2', then wrote every output and exited 0: the signal
+    handler had raised inside a weakref callback, where Python drops exceptions."""
+    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_FINALIZER.replace("{name}", name)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == code, (run.stdout, run.stderr)
+    assert "finished" not in run.stdout
+    assert run.stderr.strip() == line, run.stderr
