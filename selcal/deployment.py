@@ -27,7 +27,7 @@ from .errors import OptionError, SelcalError
 from .evaluate import resolve_options
 from .identity import identity_hashes
 from .options import Options
-from .pipeline.measure import measure_arrays
+from .pipeline.measure import INPUT_WORDS, measure_arrays
 from .pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
 from .selective import RiskCoverage, risk_coverage
@@ -249,7 +249,7 @@ class Scored:
 
 
 def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: tuple | None, options,
-               where: str = "") -> Scored:
+               where: str = "", input_kind: str = "logits") -> Scored:
     """The registered score ``name`` on the rows of each part, fitted (when it is fitted) on ``fit``.
 
     ``parts``: (logits, labels) of each set of rows to score; ``fit``: (logits, labels) of the
@@ -264,7 +264,8 @@ def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: t
     logits = np.concatenate([logits for logits, _ in parts]) if len(parts) > 1 else parts[0][0]
     labels = np.concatenate([labels for _, labels in parts]) if len(parts) > 1 else parts[0][1]
     result = measure_arrays(logits, labels, None if fit is None else fit[0], None if fit is None else fit[1],
-                            options=run, name=where, path=where)
+                            options=run, name=where, path=where,
+                            extra=None if input_kind == "logits" else {"input": input_kind})  # (no warning on it)
     rows = result.rows.scores[name]
     correct = rows.correct if rows.correct is not None else result.rows.correct
     bounds = np.cumsum([0] + sizes)
@@ -299,6 +300,11 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
     risks = parse_risks(risk)
     entry = REGISTRY[score]
+    for dump in (test, val):  # as evaluate: a score of the logits' scale is never computed on probabilities
+        kind = getattr(dump, "input", "logits")
+        if dump is not None and kind != "logits" and entry.raw_logits:
+            raise SelcalError(f"{dump.path}: holds {INPUT_WORDS[kind]}, and {score} needs raw logits; choose a "
+                              "score that does not (e.g. --score msp or --score temp)")
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
     if val_rows is None or len(val_rows) == 0:
         raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
@@ -325,7 +331,8 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                 f"{_count(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
                 "larger --val-fraction), a larger --risk or a larger --delta")
     scored = score_rows(score, [(cal_rows.logits, cal_rows.labels), (eval_rows.logits, eval_rows.labels)],
-                        None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path)
+                        None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path,
+                        input_kind=getattr(test, "input", "logits"))
     cal, ev = scored.parts
     warnings = scored.warnings
     if val is not None:

@@ -111,3 +111,44 @@ def test_a_signal_that_lands_in_a_finalizer_still_ends_the_run(name, code, line)
     assert run.returncode == code, (run.stdout, run.stderr)
     assert "finished" not in run.stdout
     assert run.stderr.strip() == line, run.stderr
+
+
+# ------------------------------------------------------------------ threshold on saved probabilities
+@pytest.fixture
+def probability_dumps(dumps):
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(3000, 5)) * 2.5
+    labels = np.where(rng.random(3000) < 0.05, rng.integers(0, 5, 3000), logits.argmax(1))
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    split = np.array(["val"] * 1000 + ["test"] * 2000)
+    return (dumps.npz("logits.npz", logits, labels, split=split, dtype="float64"),
+            dumps.npz("probs.npz", probs, labels, split=split, dtype="float64"))
+
+
+@pytest.mark.parametrize("score", ["max_logit", "pnorm", "energy"])
+def test_threshold_never_computes_a_raw_logit_score_on_probabilities(cli, probability_dumps, score):
+    """evaluate leaves max_logit/pnorm/energy out on probabilities (issue 24); threshold certified a
+    threshold of max_logit on log p with a warning and exit 0."""
+    _, probs = probability_dumps
+    result = cli("threshold", probs, "--score", score)
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == (f"selcal: error: {probs}: holds probabilities, and {score} needs raw "
+                                            "logits; choose a score that does not (e.g. --score msp or --score temp)")
+
+
+@pytest.mark.parametrize("score", ["msp", "temp"])
+def test_threshold_on_probabilities_equals_the_logits_and_warns_of_nothing(cli, probability_dumps, score):
+    """The softmax scores' thresholds on the probabilities are those of the logits they came from; the
+    'logits look like log-probabilities' warning (evaluate no longer prints it there) is not printed."""
+    logits, probs = probability_dumps
+    answers = []
+    for path in (logits, probs):
+        result = cli("threshold", path, "--score", score, "--risk", "0.2", "--json", "-")
+        assert result.exit_code == 0, result.stderr
+        answers.append(strict_json(result.stdout))
+    assert "log-probabilities" not in result.stderr and result.stderr == ""
+    a, b = answers
+    assert a["calibration"] == pytest.approx(b["calibration"]) and a["evaluation"] == pytest.approx(b["evaluation"])
+    assert a["threshold"] is not None and a["threshold"] == pytest.approx(b["threshold"], rel=1e-6)
