@@ -775,8 +775,11 @@ def _evaluation_pair(a, b, val_a, val_b, options):
 def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str | None = None,
                   logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
                   seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
-                  only: Sequence[Spec] = (), progress=None, pixels_per_image: int | None = None) -> Report:
+                  only: Sequence[Spec] = (), progress=None, pixels_per_image: int | None = None,
+                  input_kind: str | None = None, ood_label: int | None = None) -> Report:
     """``selcal compare``: evaluate two dumps on the same rows and judge B - A with paired intervals.
+
+    ``input_kind`` and ``ood_label`` as for ``selcal evaluate`` (``--input``, ``--ood-label``).
 
     ``progress(done, total)``: paired resamples done (for a progress bar)."""
     from .bootstrap import paired_differences
@@ -791,7 +794,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
 
     def read(path):
         return read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                         seed=options.seed, pixels_per_image=pixels_per_image)  # (segmentation folders: the draw)
+                         seed=options.seed, pixels_per_image=pixels_per_image,  # (segmentation folders: the draw)
+                         input_kind=input_kind, ood_label=ood_label)
 
     a, b = read(path_a), read(path_b)
     dropped = []

@@ -671,6 +671,8 @@ def compare(
     label_col: Optional[str] = _shared("label_col"),
     logits_col: Optional[str] = _shared("logits_col"),
     ignore_label: Optional[int] = _shared("ignore_label"),
+    input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help=_INPUT_HELP),
+    ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong to no class: always errors, in both models."),
     pixels_per_image: Optional[int] = _shared("pixels_per_image"),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
@@ -695,7 +697,7 @@ def compare(
                 file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
                 logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed,
                 confidence=confidence, tolerances=tolerances, only=only, progress=progress,
-                pixels_per_image=pixels_per_image,
+                pixels_per_image=pixels_per_image, input_kind=input_kind, ood_label=ood_label,
             )
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))

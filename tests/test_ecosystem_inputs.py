@@ -555,3 +555,11 @@ def test_bootstrap_refit_reads_the_files_as_the_evaluation_did(with_ood):
     result = selcal.evaluate(str(LOGS / "synthetic__llm-small"), scores="msp,temp", bootstrap=5, bootstrap_refit=True,
                              lm_norm="chars")
     assert len(result.models) == 4
+
+
+def test_compare_reads_rows_of_no_class_and_probabilities_as_evaluate_does(with_ood, cli):
+    logits, labels, split, ood, path = with_ood
+    refused = cli("compare", str(path), str(path), "--bootstrap", "10")
+    assert refused.exit_code == 2 and "--ood-label for rows of no class" in refused.stderr
+    out = cli("compare", str(path), str(path), "--bootstrap", "10", "--ood-label", "10", "--input", "logits")
+    assert out.exit_code == 0, out.output
