@@ -50,6 +50,11 @@ def threshold(
     label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: label, labels, target or y)."),
     logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
     ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong "
+                                            "to no class (out-of-distribution): errors wherever accepted, never "
+                                            "fitted on (as evaluate)."),
+    input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help="What the files hold: logits, "
+                                             "probs or logprobs (default: detected, as evaluate)."),
     val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
     seed: int = typer.Option(0, help="Seed of the hold-out and of the fit/calibration halves."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on the terminal (warnings still go to stderr)."),
@@ -74,6 +79,7 @@ def threshold(
         outputs.check_folder(plots_dir, f".{plot_format}")
         result = run_threshold(str(test), None if val is None else str(val), score=score, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                               input_kind=input_kind, ood_label=ood_label,
                                val_fraction=val_fraction, seed=seed)
         figure = None
         with outputs:  # every output appears together, or none does

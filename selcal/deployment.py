@@ -367,6 +367,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
 def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
               delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
+              input_kind: str | None = None, ood_label: int | None = None,
               **option_values) -> ThresholdResult:
     """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
     probability at least 1 - ``delta``; the Python API behind ``selcal threshold``.
@@ -382,6 +383,9 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     method : ``sgr`` (Geifman & El-Yaniv 2017) or ``ltt`` (Learn then Test, fixed sequence).
     options : :class:`selcal.Options` for the score's fit and the split (``val_fraction``,
         ``seed``, ``p_grid``, ...); or give its fields as keyword arguments.
+    input_kind, ood_label : as :func:`selcal.evaluate` (``--input``, ``--ood-label``): what the
+        files hold (detected by default), and the label of rows of no class, which are errors
+        wherever they are accepted and are never fitted on.
 
     Returns
     -------
@@ -403,7 +407,8 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
 
     options = resolve_options(options, option_values, "threshold")
     _check_score(score), _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
-    read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label)
+    read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
+                ood_label=ood_label)
     test_dump = read_dump(test, **read)
     val_dump = None if val is None else read_dump(val, **read)
     return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options)

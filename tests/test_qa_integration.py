@@ -152,3 +152,32 @@ def test_threshold_on_probabilities_equals_the_logits_and_warns_of_nothing(cli, 
     a, b = answers
     assert a["calibration"] == pytest.approx(b["calibration"]) and a["evaluation"] == pytest.approx(b["evaluation"])
     assert a["threshold"] is not None and a["threshold"] == pytest.approx(b["threshold"], rel=1e-6)
+
+
+# ------------------------------------------------------------------ threshold reads what evaluate reads
+def test_threshold_takes_the_ood_label_its_own_refusal_names(cli, dumps):
+    """A label outside 0..K-1 is refused with 'use ... --ood-label for rows of no class'; threshold had
+    no --ood-label (nor --input), so the advice ended in 'No such option'. Rows of no class are errors
+    wherever they are accepted."""
+    rng = np.random.default_rng(5)
+    n, k = 3000, 4
+    logits = rng.normal(size=(n, k)) * 3
+    labels = logits.argmax(1)
+    labels[rng.random(n) < 0.05] = k  # out of distribution
+    split = np.array(["val"] * 1000 + ["test"] * 2000)
+    path = dumps.npz("shift.npz", logits, labels, split=split, dtype="float64")
+    refused = cli("threshold", path)
+    assert refused.exit_code == 2 and "--ood-label" in refused.stderr
+    result = cli("threshold", path, "--ood-label", k, "--risk", "0.1", "--json", "-")
+    assert result.exit_code == 0, result.stderr
+    answer = strict_json(result.stdout)
+    z = logits - logits.max(1, keepdims=True)
+    msp = 1.0 / np.exp(z).sum(1)
+    wrong = logits.argmax(1) != labels  # a row of no class is never right
+    test = split == "test"
+    accepted = test & (msp >= answer["threshold"])
+    assert answer["evaluation"]["n"] == 2000
+    assert answer["evaluation"]["coverage"] == pytest.approx(accepted.sum() / 2000)
+    assert answer["evaluation"]["risk"] == pytest.approx(wrong[accepted].mean())
+    forced = cli("threshold", path, "--ood-label", k, "--input", "probs")
+    assert forced.exit_code == 2 and forced.stderr.startswith("selcal: error:")
