@@ -403,12 +403,19 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     >>> result = selcal.threshold("sample_logits/markus93_densenet40_c10.parquet", risk=0.05)  # doctest: +SKIP
     >>> result.entries[0].threshold  # doctest: +SKIP
     """
-    from .io import read_dump
+    from .io import expand_input, read_dump
 
     options = resolve_options(options, option_values, "threshold")
     _check_score(score), _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
     read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
                 ood_label=ood_label)
-    test_dump = read_dump(test, **read)
+    models = expand_input(test)  # an lm-evaluation-harness log or folder of logs: one model per log and choice count
+    if len(models) > 1:
+        names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
+        raise SelcalError(f"{test}: holds {len(models)} models ({names}); a threshold is for one model: give one "
+                          "log, of questions with one number of choices")
+    (test_path, settings, name), = models
+    test_dump = read_dump(test_path, **read, **settings)
     val_dump = None if val is None else read_dump(val, **read)
-    return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options)
+    return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options,
+                          name=name)

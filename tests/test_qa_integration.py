@@ -181,3 +181,23 @@ def test_threshold_takes_the_ood_label_its_own_refusal_names(cli, dumps):
     assert answer["evaluation"]["risk"] == pytest.approx(wrong[accepted].mean())
     forced = cli("threshold", path, "--ood-label", k, "--input", "probs")
     assert forced.exit_code == 2 and forced.stderr.startswith("selcal: error:")
+
+
+def test_threshold_reads_an_lm_eval_folder_of_one_log_and_names_the_models_of_several(cli, tmp_path):
+    """A folder of lm-evaluation-harness logs (what evaluate reads as one model per log) was 'a folder
+    with no dump in it'; a folder of one log is one model, several are named in the refusal."""
+    from pathlib import Path
+    import shutil
+
+    logs = Path(__file__).resolve().parent.parent / "sample_logits" / "lm_eval" / "synthetic__llm-large"
+    one = tmp_path / "llm"
+    one.mkdir()
+    shutil.copy(logs / "samples_mmlu_synth_2026-11-25T14-00-00.000000.jsonl", one)
+    result = cli("threshold", one, "--risk", "0.3", "--val-fraction", "0.5", "--json", "-")
+    assert result.exit_code == 0, result.stderr
+    assert strict_json(result.stdout)["calibration"]["n"] == 75
+    several = cli("threshold", logs)
+    assert several.exit_code == 2
+    lines = several.stderr.strip().splitlines()
+    assert len(lines) == 1 and "holds 4 models" in lines[0] and "mmlu_synth" in lines[0], lines
+    assert "no dump" not in lines[0]
