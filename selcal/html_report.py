@@ -51,9 +51,10 @@ h1 { font-size: 1.55em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-t
        border-bottom: 1px solid #ddd; padding-bottom: 0.2em; } h3 { font-size: 1.05em; margin-top: 1.6em; }
 p.meta, p.note { color: #555; margin: 0.3em 0; }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-variant-numeric: tabular-nums; }
-th, td { padding: 0.22em 0.75em; border-bottom: 1px solid #e4e4e4; text-align: right; white-space: nowrap; }
-thead th { border-bottom: 2px solid #bbb; white-space: normal; vertical-align: bottom; min-width: 4.5em; }
+th, td { padding: 0.22em 0.55em; border-bottom: 1px solid #e4e4e4; text-align: right; white-space: nowrap; }
+thead th { border-bottom: 2px solid #bbb; white-space: normal; vertical-align: bottom; min-width: 3.8em; }
 th:first-child, td:first-child { text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 10em; }
+table.summary td:first-child { min-width: 15em; }  /* a usual model name on one line */
 tr.section td { border-top: 2px solid #bbb; }
 table.settings td, table.errors td { text-align: left; white-space: normal; overflow-wrap: anywhere; }
 table.settings td { font-family: ui-monospace, monospace; font-size: 0.92em; }
@@ -67,7 +68,7 @@ figcaption { color: #555; font-size: 0.92em; }
 nav.toc ul { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(18em, 100%), 1fr)); gap: 0.1em 2em;
              padding-left: 1.2em; margin: 0.3em 0; }
 @media (max-width: 960px) { body { padding: 1em 0.8em 3em; } th, td { padding: 0.2em 0.45em; }
-  th:first-child, td:first-child { min-width: 7em; } }
+  th:first-child, td:first-child, table.summary td:first-child { min-width: 7em; } }
 code { font-size: 0.95em; }
 """
 
