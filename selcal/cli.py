@@ -563,6 +563,10 @@ def run() -> None:
     except typer.Abort:
         _say("selcal: aborted")
         code = 130
+    except MemoryError:  # the readers bound what they decode; what is left (e.g. many huge inputs at once)
+        _say("selcal: error: out of memory; evaluate fewer or smaller inputs at once, or give Parquet dumps "
+             "(read by row batches)")
+        code = 2
     except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
         if not hasattr(exc, "format_message"):
             raise

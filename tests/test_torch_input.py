@@ -167,3 +167,20 @@ def test_without_torch_one_line_says_what_to_install(dumps, monkeypatch):
         selcal.evaluate(str(path))
     assert str(caught.value) == (f"{path}: reading .pt files needs PyTorch (pip install torch); or save the arrays "
                                  "with numpy.savez('model.npz', logits=logits, labels=labels)")
+
+
+def test_an_expanded_tensor_is_measured_by_its_shape_not_its_storage(tmp_path, cli, monkeypatch):
+    """Issue 22: a .pt of a few KB holding an expanded (stride 0) tensor is refused by the memory it
+    would take once copied (the bound lowered here to 1 MB), in one line, never materialised."""
+    torch = _torch()
+    import selcal.io.base
+
+    path = tmp_path / "expanded.pt"
+    torch.save({"logits": torch.zeros(1, 20).expand(100_000, 20),
+                "labels": torch.zeros(1, dtype=torch.long).expand(100_000)}, path)
+    assert path.stat().st_size < 10_000
+    monkeypatch.setattr(selcal.io.base, "MAX_WHOLE_BYTES", 1 << 20)
+    result = cli("evaluate", path, "--scores", "msp")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "expanded.pt" in lines[0] and "8 MB" in lines[0], result.stderr

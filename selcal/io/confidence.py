@@ -30,11 +30,13 @@ CONFIDENCE_NAME = "confidence"
 def _kinds(path: str) -> dict | None:
     """Column name -> :class:`~selcal.io.columns.Kind` read from the file's header (None: unreadable)."""
     if path.lower().endswith(".npz"):
+        from .npz import npz_headers
+
         try:
-            with np.load(path, allow_pickle=False) as archive:
-                return {name: array_kind(archive[name]) for name in archive.files}
+            headers = npz_headers(path)
         except (OSError, ValueError, zipfile.BadZipFile, EOFError):
             return None
+        return {name: array_kind(np.empty((0,) * len(shape), dtype)) for name, (shape, dtype) in headers.items()}
     try:
         schema = pq.read_schema(path)
     except (pa.ArrowException, OSError, ValueError):
@@ -65,8 +67,9 @@ class ConfidenceSource(DumpSource):
     def __init__(self, path: str, label_col: str | None = None, ignore_label: int | None = None):
         self.path, self.ignore_label, self.metadata = path, ignore_label, {}
         if path.lower().endswith(".npz"):
-            with np.load(path, allow_pickle=False) as archive:
-                self._arrays = {name: archive[name] for name in archive.files}
+            from .npz import load_npz
+
+            self._arrays = load_npz(path)
             names = list(self._arrays)
         else:
             self._arrays = None

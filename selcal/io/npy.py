@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 from .arrays import ArraysSource, sibling_labels
-from .base import _fail, _short
+from .base import PARQUET_ADVICE, _fail, _short, check_decoded
+from .npz import npy_bytes
 from .tensors import load_torch
 
 SAVE_NPZ = "save both with numpy.savez('model.npz', logits=logits, labels=labels)"
@@ -18,6 +19,9 @@ SAVE_NPZ = "save both with numpy.savez('model.npz', logits=logits, labels=labels
 def load_npy(path: str) -> np.ndarray:
     """One ``.npy`` array (plain values only: an array of Python objects is refused)."""
     try:
+        with open(path, "rb") as stream:
+            check_decoded(path, {os.path.basename(path): npy_bytes(path, stream, None, os.fstat(stream.fileno()).st_size)},
+                          advice=PARQUET_ADVICE)
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         reason = "it holds Python objects, not plain numbers" if "pickle" in str(exc) else _short(exc)

@@ -57,9 +57,14 @@ class ParquetSource(DumpSource):
             schema = self.file.schema_arrow
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(path, exc) from None
-        self.num_rows = int(self.file.metadata.num_rows)
+        metadata = self.file.metadata
+        self.num_rows = int(metadata.num_rows)
         if self.num_rows < 0:
             raise _fail(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
+        in_groups = sum(int(metadata.row_group(i).num_rows) for i in range(metadata.num_row_groups))
+        if in_groups != self.num_rows:  # nothing is allocated by a count the row groups do not back
+            raise _fail(path, None, None, f"its metadata claims {self.num_rows} rows but its row groups hold "
+                                          f"{in_groups}; was it truncated or corrupted?")
         names = schema.names
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
@@ -238,9 +243,18 @@ class ParquetSource(DumpSource):
 
     @property
     def logits_bytes(self) -> int:
-        """Estimated from the row groups' uncompressed sizes (every column read)."""
-        metadata = self.file.metadata
-        return int(sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)))
+        """The logits' size once decoded: the values of their column chunks (``num_values`` of
+        the row groups' metadata) times their width. Not the encoded size: a dictionary or RLE
+        page of a few bytes may decode to gigabytes. (For a footer that lies about the values,
+        the reading stops when the pages end: it never allocates by this number.)"""
+        metadata, schema = self.file.metadata, self.file.schema
+        names = set(self.wide_columns or [self.logits_col])
+        leaves = [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] in names]
+        arrow = self.file.schema_arrow
+        width = {name: (arrow.field(name).type if self.wide_columns else arrow.field(name).type.value_type).byte_width
+                 for name in names}
+        return int(sum(metadata.row_group(g).column(i).num_values * width[schema.column(i).path.split(".")[0]]
+                       for g in range(metadata.num_row_groups) for i in leaves))
 
     def raw_batches(self, batch_rows: int):
         iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self.columns))

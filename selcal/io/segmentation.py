@@ -137,11 +137,13 @@ def _array_header(archive: zipfile.ZipFile, name: str):
 
 def read_image(file, label_names=("label", "labels")) -> tuple[np.ndarray, np.ndarray]:
     """(logits K x h x w, label of every logit cell h x w) of one image file, e.g. for a figure."""
+    from .npz import load_npz
+
     try:
-        with np.load(file, allow_pickle=False) as archive:
-            logits = archive["logits"]
-            label = next(archive[k] for k in label_names if k in archive.files)
-    except (OSError, ValueError, KeyError, StopIteration, zipfile.BadZipFile, EOFError) as exc:
+        arrays = load_npz(str(file), ("logits", *label_names), advice="")
+        logits = arrays["logits"]
+        label = next(arrays[k] for k in label_names if k in arrays)
+    except (KeyError, StopIteration) as exc:
         raise _fail(str(file), None, None, f"not a readable image of a segmentation folder ({_short(exc)})") from None
     if logits.ndim != 3 or label.ndim != 2:
         raise _fail(str(file), None, None, "expected logits K x h x w and label H x W; was it changed?")
@@ -208,12 +210,9 @@ class SegmentationSource(DumpSource):
 
     # -------------------------------------------------------------------- reading
     def _load(self, file: str, names: tuple[str, ...]):
-        try:
-            with np.load(file, allow_pickle=False) as archive:
-                return {name: archive[name] for name in names if name in archive.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            reason = "it holds Python objects, not plain arrays" if "pickle" in str(exc) else _short(exc)
-            raise _fail(file, None, None, f"not a readable .npz file ({reason}); save it with numpy.savez") from None
+        from .npz import load_npz
+
+        return load_npz(file, names, advice="")
 
     def _open_image(self, file: str, num_classes: int | None):
         """(K, h, w, logits dtype, label of every logit cell) of one image, validated; logits not read."""

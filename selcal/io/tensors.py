@@ -4,10 +4,11 @@ shared by the ``.pt`` reader and the labels file beside a ``.npy`` of logits."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 
-from .base import _fail, _short
+from .base import PARQUET_ADVICE, _fail, _short, check_decoded
 
 SAVE_PT = ("save a dict of tensors (and plain lists of str): torch.save({'logits': logits, 'labels': labels}, "
            "path)")
@@ -32,15 +33,49 @@ def _numpy(value):
     return None
 
 
+def _decoded_sizes(loaded) -> dict:
+    """name -> bytes of every tensor of what ``torch.load`` returned (a dict, a list or tuple, a
+    list of batch dicts, one tensor), by its shape (what it takes once copied into an array), not
+    by its storage: an expanded tensor (stride 0) of a few bytes of storage may stand for gigabytes."""
+    import torch
+
+    if isinstance(loaded, dict):
+        items = [(str(k), v) for k, v in loaded.items()]
+    elif isinstance(loaded, (list, tuple)):
+        items = [(f"{i}.{k}", v) for i, part in enumerate(loaded)
+                 for k, v in (part.items() if isinstance(part, dict) else [("", part)])]
+    else:
+        items = [("tensor", loaded)]
+    return {name: int(value.numel()) * value.element_size() for name, value in items
+            if isinstance(value, torch.Tensor)}
+
+
 def load_torch(path: str):
-    """What ``path`` holds: a dict name -> numpy array, or one numpy array."""
+    """What ``path`` holds: a dict name -> numpy array, or one numpy array. The file is mapped, not
+    read, and its tensors are measured by their shapes before any is copied
+    (:func:`~selcal.io.base.check_decoded`)."""
     try:
         import torch
-    except ImportError:
-        raise _fail(path, None, None, "reading .pt files needs PyTorch (pip install torch); or save the arrays with "
-                                      "numpy.savez('model.npz', logits=logits, labels=labels)") from None
+    except (ImportError, OSError) as exc:
+        import importlib.util
+
+        if isinstance(exc, ModuleNotFoundError) or "No module named" in str(exc) \
+                or importlib.util.find_spec("torch") is None:
+            raise _fail(path, None, None, "reading .pt files needs PyTorch (pip install torch); or save the arrays "
+                                          "with numpy.savez('model.npz', logits=logits, labels=labels)") from None
+        # installed, but it could not be loaded (a memory limit, a broken install): say so, not "install it"
+        raise _fail(path, None, None, f"PyTorch is installed but could not be loaded ({_short(exc)}); raise the "
+                                      "memory limit (ulimit -v) or save the arrays with numpy.savez('model.npz', "
+                                      "logits=logits, labels=labels)") from None
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's own warnings (a TorchScript archive, ...): the outcome is said below
+            warnings.simplefilter("ignore")
+            try:  # mapped, not read: a tensor is measured by its shape before anything is copied
+                loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as exc:
+                if "mmap" not in str(exc):
+                    raise
+                loaded = torch.load(path, map_location="cpu", weights_only=True)  # the legacy format
     except Exception as exc:  # torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
         text = str(exc)
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
@@ -50,6 +85,7 @@ def load_torch(path: str):
         else:
             reason = _short(exc).split(". ")[0]
         raise _fail(path, None, None, f"not a readable .pt file ({reason}); {SAVE_PT}") from None
+    check_decoded(path, _decoded_sizes(loaded), "tensor", advice=PARQUET_ADVICE)
     if isinstance(loaded, dict):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
         return arrays
