@@ -404,17 +404,20 @@ class Report:
         from rich.markup import escape
         from rich.table import Table
 
+        from .escape import printable, terminal
+
         columns = self._terminal_columns()
         shown = [r for r in self.rows if show_all or r.failed or r.close]
         for model in dict.fromkeys(r.model for r in shown):
             rows = [r for r in shown if r.model == model]
-            console.print(f"[bold]{escape(model)}[/bold]", soft_wrap=True)
+            console.print(f"[bold]{terminal(model)}[/bold]", soft_wrap=True)
             table = Table(show_edge=False, pad_edge=False)
             for position, name in enumerate(columns):
                 table.add_column(name, justify="left" if position in (0, len(columns) - 1) else "right",
                                  no_wrap=0 < position < len(columns) - 1)
             for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:
-                cells = [escape(cell) for cell in self._terminal_cells(row)]
+                cells = self._terminal_cells(row)  # the metric's name, then selcal's numbers (an interval on a 2nd line)
+                cells = [terminal(cells[0])] + [terminal(cell, keep="\n") for cell in cells[1:]]
                 if row.failed:
                     cells[-1] = f"[bold red]{cells[-1]}[/bold red]"
                 elif row.close:
@@ -422,7 +425,7 @@ class Report:
                 table.add_row(*cells)
             console.print(table)
         for note in self.notes:
-            console.print(f"note: {note}", markup=False, soft_wrap=True, highlight=False)
+            console.print(f"note: {printable(note)}", markup=False, soft_wrap=True, highlight=False)
         if not show_all:
             n_close = sum(1 for r in self.rows if r.close)
             close = f"close: within {100 * CLOSE:g}% of a bound, a tolerance or separate intervals"
@@ -435,16 +438,18 @@ class Report:
 
     def to_markdown(self) -> str:
         """Markdown for a pull-request comment: verdict, failures, then every row folded away."""
+        from .escape import code_span, markdown_text as md
+
         metric_name = catalog.name
 
         lines = [f"### {'❌' if self.failures else '✅'} {self.summary()}", ""]
-        lines += [f"- {k}: `{v}`" for k, v in self.sources.items()]
-        lines += [f"- rule: {self.rule}"]
-        lines += [f"- note: {note}" for note in self.notes]
+        lines += [f"- {k}: {code_span(v)}" for k, v in self.sources.items()]
+        lines += [f"- rule: {md(self.rule)}"]
+        lines += [f"- note: {md(note)}" for note in self.notes]
         lines.append("")
         if self.warnings:
             lines += ["**Warnings about the data**", ""]
-            lines += [f"- ⚠️ {_md(model)}: {_md(text)}" for model, text in self.warnings] + [""]
+            lines += [f"- ⚠️ {md(model)}: {md(text)}" for model, text in self.warnings] + [""]
         header = self._columns()
 
         def table(rows):
@@ -452,7 +457,7 @@ class Report:
             for row in rows:
                 cells = self._cells(row)
                 cells[1] = metric_name(row.metric)  # the names of the evaluate tables; keys in JSON and JUnit
-                cells = [c.replace("|", "\\|") for c in cells]
+                cells = [md(c) for c in cells[:2]] + [c.replace("|", "\\|") for c in cells[2:]]  # user text: model, metric
                 if row.failed:
                     cells[-1] = f"**{cells[-1]}**"
                 out.append("| " + " | ".join(cells) + " |")
@@ -476,29 +481,31 @@ class Report:
         the test name. The data's warnings are suite properties named ``warning`` and its
         ``<system-err>``.
         """
+        from .escape import xml_text as x
+
         skipped = [row for row in self.rows if _skip_reason(row)]
         suite = ElementTree.Element("testsuite", name=f"selcal {self.command}", tests=str(len(self.rows)),
                                     failures=str(len(self.failures)), errors="0", skipped=str(len(skipped)), time="0")
         if self.warnings:
             properties = ElementTree.SubElement(suite, "properties")
             for model, text in self.warnings:
-                ElementTree.SubElement(properties, "property", name="warning", value=f"{model}: {text}")
+                ElementTree.SubElement(properties, "property", name="warning", value=x(f"{model}: {text}"))
         for row in self.rows:
             name = row.metric if row.kind in ("baseline", "compare") else f"{row.metric} {row.kind} {_fmt(row.reference)}"
             model = row.model.replace(".", "_")
             if model != row.model:
                 name += f" (model {row.model})"
-            case = ElementTree.SubElement(suite, "testcase", classname=f"selcal.{self.command}.{model}", name=name,
-                                          time="0")
-            details = " ".join(f"{c}={v}" for c, v in zip(self._columns(), self._cells(row)))
+            case = ElementTree.SubElement(suite, "testcase", classname=x(f"selcal.{self.command}.{model}"),
+                                          name=x(name), time="0")
+            details = x(" ".join(f"{c}={v}" for c, v in zip(self._columns(), self._cells(row))))
             if row.failed:
-                failure = ElementTree.SubElement(case, "failure", message=f"{row.metric}: {row.status}", type=row.kind)
+                failure = ElementTree.SubElement(case, "failure", message=x(f"{row.metric}: {row.status}"), type=row.kind)
                 failure.text = details
             elif _skip_reason(row):
-                ElementTree.SubElement(case, "skipped", message=f"{row.metric}: {_skip_reason(row)}").text = details
+                ElementTree.SubElement(case, "skipped", message=x(f"{row.metric}: {_skip_reason(row)}")).text = details
         if self.warnings:
             ElementTree.SubElement(suite, "system-err").text = "\n".join(
-                f"selcal: warning: {model}: {text}" for model, text in self.warnings) + "\n"
+                x(f"selcal: warning: {model}: {text}", keep="") for model, text in self.warnings) + "\n"
         suites = ElementTree.Element("testsuites", name="selcal", tests=str(len(self.rows)),
                                      failures=str(len(self.failures)), errors="0", skipped=str(len(skipped)))
         suites.append(suite)
@@ -514,11 +521,6 @@ def _skip_reason(row: Row) -> str | None:
     if row.status.startswith("undefined"):
         return f"{row.status}: the value is null (e.g. AUROC without errors), so it cannot be judged"
     return None
-
-
-def _md(text: str) -> str:
-    """User text (a model name, a warning) safe inside Markdown: no table breaks, no emphasis."""
-    return "".join("\\" + c if c in "\\`*_[]<>|#" else c for c in str(text))
 
 
 def _fmt(value) -> str:

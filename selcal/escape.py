@@ -1,7 +1,8 @@
 r"""Text from the user (file, model, column and group names, ids, warnings) made safe for the medium it
 is written to: one rule per medium, and every renderer calls these.
 
-* :func:`printable`: one line of plain text (the terminal, error lines, every other medium first):
+* :func:`printable`: one line of plain text (the terminal, error lines, every other medium first;
+  :func:`terminal` for text that a rich console reads as markup):
   a control character, a line or paragraph separator, a bidirectional override, or a byte of a
   file name that is not UTF-8 becomes a visible escape (``\x1b``, ``\n``, ``\u202e``, ``\xff``).
 * :func:`csv_cell`: a text cell a spreadsheet would run as a formula (it starts with ``=``, ``+``,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "csv_cell", "markdown_text", "code_span", "xml_text"]
+__all__ = ["printable", "terminal", "csv_cell", "markdown_text", "code_span", "xml_text"]
 
 
 def _escape_char(ch: str) -> str:
@@ -51,6 +52,18 @@ def printable(text, keep: str = "") -> str:
     return "".join(ch if ch.isprintable() or ch in keep else _escape_char(ch) for ch in text)
 
 
+def terminal(text, keep: str = "") -> str:
+    r"""User text for a rich console that reads markup (a table cell or header, a title): as
+    :func:`printable`, and a ``[`` that would open a rich markup tag escaped.
+
+    >>> terminal("[red]x\x1b[0m")
+    '\\[red]x\\x1b[0m'
+    """
+    from rich.markup import escape
+
+    return escape(printable(text, keep))
+
+
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -71,7 +84,7 @@ def csv_cell(value):
     return printable(value)
 
 
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|#&!~$")
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|#&~$")
 
 
 def markdown_text(text) -> str:
@@ -90,8 +103,8 @@ def markdown_text(text) -> str:
 
 def code_span(text) -> str:
     r"""``text`` as one Markdown code span: fenced by more backticks than it holds in a row (and
-    padded when it starts or ends with one), so it cannot end the span early; a pipe is
-    written as ``\|`` so the span may stand in a table cell.
+    padded when it starts or ends with one), so it cannot end the span early (for a list item or
+    a paragraph: in a table cell a pipe would still end the cell).
 
     >>> code_span("a`b"), code_span("plain")
     ('``a`b``', '`plain`')
@@ -100,7 +113,7 @@ def code_span(text) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")) else ""
-    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

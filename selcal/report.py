@@ -86,16 +86,17 @@ def metric_sections(model: ModelResult) -> list[list[tuple[str, str, list]]]:
 
 
 def render_table(result: EvaluationResult, console) -> None:
-    """Print one rich table per model: metrics as rows, scores as columns."""
-    from rich.markup import escape
+    """Print one rich table per model: metrics as rows, scores as columns (user text escaped: :mod:`selcal.escape`)."""
     from rich.table import Table
+
+    from .escape import printable, terminal
 
     for model in result.models:
         score_names = list(model.scores)
         # Lines of text are printed with soft_wrap: a pipe or a CI log gets them whole, not cut at 80 columns.
         top5 = f", top-5 accuracy {100 * model.top5_accuracy:.2f}%" if model.top5_accuracy is not None else ""
         classes = f"K = {model.num_classes}, " if model.num_classes is not None else "no logits, "
-        console.print(f"[bold]{escape(model.name)}[/bold]  {classes}"
+        console.print(f"[bold]{terminal(model.name)}[/bold]  {classes}"
                       f"accuracy {100 * model.accuracy:.2f}%{top5}", soft_wrap=True)
         # Only the scores evaluated that were fitted (none: nothing said about fitting).
         fitted_text = _and([n for n in score_names if n in REGISTRY and REGISTRY[n].needs_fit])
@@ -122,7 +123,7 @@ def render_table(result: EvaluationResult, console) -> None:
             table = Table(show_edge=False, pad_edge=False)
             table.add_column("metric", no_wrap=True)
             for j in shown:
-                table.add_column(score_names[j], justify="right", no_wrap=True)
+                table.add_column(terminal(score_names[j]), justify="right", no_wrap=True)
             for index, section in enumerate(sections):
                 rows = [(label, kind, values) for label, kind, values in section
                         if any(values[j] is not None for j in shown) or index == 0]
@@ -145,8 +146,8 @@ def render_table(result: EvaluationResult, console) -> None:
         if missing:
             notes.append(f"not available {missing.get('reason', 'without logits')}: " + ", ".join(
                 missing["scores"] + [_NEED_LOGITS_WORDS.get(m, m) for m in missing["metrics"]]))
-        for note in notes:
-            console.print(f"  {note}", soft_wrap=True)
+        for note in notes:  # (they quote column names)
+            console.print(f"  {printable(note)}", soft_wrap=True, markup=False)
         if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)
             console.print(f"  {len(model.warnings)} warning{'s' if len(model.warnings) > 1 else ''} about this "
                           "model (on stderr)", soft_wrap=True)
@@ -176,13 +177,15 @@ def _group_table(model: ModelResult):
     """Per-group rows (``--group-col``): size, accuracy and every score's AURC within the group."""
     from rich.table import Table
 
+    from .escape import terminal
+
     score_names = list(model.scores)
     table = Table(show_edge=False, pad_edge=False, title="per group: accuracy and AURC of each score (%)",
                   title_justify="left")
     for header in ("group", "rows", "accuracy", *score_names):
-        table.add_column(header, justify="left" if header == "group" else "right")
+        table.add_column(terminal(header), justify="left" if header == "group" else "right")
     for group, values in model.extra["groups"].items():
-        table.add_row(str(group), str(values["n_eval"]), _format(values["accuracy"], "pct"),
+        table.add_row(terminal(group), str(values["n_eval"]), _format(values["accuracy"], "pct"),
                       *(_format(values["scores"][n]["aurc"], "pct") for n in score_names))
     return table
 
@@ -382,8 +385,9 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     headers = {c: _column_info(c)[0] for c in columns}
     if console.width < 125:  # a narrow terminal: short headers (every column is still shown, in stacked tables)
         headers.update({c.key: c.short for c in _board_extras() if c.short and c.key in headers})
-    from rich.markup import escape
     from rich.measure import Measurement
+
+    from .escape import terminal
 
     name_width = max(14, console.width - 56)
     names = []
@@ -400,12 +404,12 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
             if column == "model":
                 table.add_column("model", no_wrap=True)
             else:
-                table.add_column(headers[column], justify="right", no_wrap=True)
+                table.add_column(terminal(headers[column]), justify="right", no_wrap=True)
         for name, row in zip(names, rows):
             cells = _cells(row, shown)
             if "model" in shown:
                 cells[0] = name
-            table.add_row(*(escape(cell) for cell in cells))
+            table.add_row(*(terminal(cell) for cell in cells))
         return table
 
     def width(shown: list[str]) -> int:
@@ -429,13 +433,16 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
 
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
-    """A GitHub-flavoured Markdown table (for a PR comment)."""
+    """A GitHub-flavoured Markdown table (for a PR comment); names and warnings escaped
+    (:func:`selcal.escape.markdown_text`)."""
+    from .escape import markdown_text as md
+
     columns = _shown_columns(rows)
-    lines = ["| " + " | ".join(_column_info(c)[0] for c in columns) + " |",
+    lines = ["| " + " | ".join(md(_column_info(c)[0]) for c in columns) + " |",
              "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(row, columns)) + " |")
-    warnings = [f"- {row['model']}: {text}".replace("|", "\\|") for row in rows for text in row.get("warnings", ())]
+        lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
+    warnings = [f"- {md(row['model'])}: {md(text)}" for row in rows for text in row.get("warnings", ())]
     return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
         "\n**Warnings**\n\n" + "\n".join(warnings) + "\n" if warnings else "")
 
@@ -462,7 +469,9 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
         if column in flags:
             schema[flags[column]] = pl.Boolean
     schema["warnings"] = pl.Int64
-    frame = pl.DataFrame([{**{c: row.get(c) for c in schema}, "warnings": len(row.get("warnings", ()))}
+    from .escape import csv_cell  # text a spreadsheet would run as a formula is neutralised
+
+    frame = pl.DataFrame([{**{c: csv_cell(row.get(c)) for c in schema}, "warnings": len(row.get("warnings", ()))}
                           for row in rows], schema=schema)
     return frame.write_csv()
 
@@ -482,6 +491,8 @@ def confident_errors_csv(result: EvaluationResult) -> str:
     import csv
     import io
 
+    from .escape import csv_cell
+
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     images = any(e.image is not None for m in result.models for e in m.confident_errors.values())
@@ -489,10 +500,10 @@ def confident_errors_csv(result: EvaluationResult) -> str:
     for model in result.models:
         for score, errors in model.confident_errors.items():
             for rank in range(len(errors)):
-                writer.writerow([model.name, score, rank + 1, errors.id[rank], int(errors.label[rank]),
-                                 int(errors.prediction[rank]), repr(float(errors.confidence[rank])),
-                                 repr(float(errors.rank_percentile[rank]))]
-                                + ([] if not images else ["" if errors.image is None else errors.image[rank]]))
+                writer.writerow([csv_cell(model.name), csv_cell(score), rank + 1, _id_cell(errors.id[rank]),
+                                 int(errors.label[rank]), int(errors.prediction[rank]),
+                                 repr(float(errors.confidence[rank])), repr(float(errors.rank_percentile[rank]))]
+                                + ([] if not images else ["" if errors.image is None else csv_cell(str(errors.image[rank]))]))
     return out.getvalue()
 
 
@@ -501,7 +512,7 @@ def render_intervals(result, console) -> None:
     """After ``selcal evaluate``'s table: each model's bootstrap intervals, metrics by scores."""
     from rich.table import Table
 
-    from rich.markup import escape
+    from .escape import terminal
 
     info = getattr(result, "bootstrap", None) or {}
     level = f"{100 * info.get('confidence', 0.95):g}%"
@@ -509,13 +520,13 @@ def render_intervals(result, console) -> None:
         names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
         keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
         unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
-        console.print(f"[bold]{escape(model.name)}[/bold]  {level} bootstrap intervals "
+        console.print(f"[bold]{terminal(model.name)}[/bold]  {level} bootstrap intervals "
                       f"({info.get('resamples')} resamples{unit}{_refitted(model) if info.get('refit') else ''})",
                       soft_wrap=True)
         table = Table(show_edge=False, pad_edge=False)
         table.add_column("metric")
         for name in names:
-            table.add_column(name, justify="right")
+            table.add_column(terminal(name), justify="right")
         for key in keys:
             table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
         console.print(table)
@@ -538,3 +549,12 @@ def _interval_text(key: str, ci) -> str:
     if metric_unit(key) != "pct":
         return f"{ci[0]:.4f}–{ci[1]:.4f}"
     return f"{100 * ci[0]:.2f}–{100 * ci[1]:.2f}"
+
+
+def _id_cell(value):
+    """An id of --errors-csv: a number stays a number, text is neutralised (:func:`selcal.escape.csv_cell`)."""
+    from .escape import csv_cell
+
+    if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
+        return int(value)
+    return csv_cell(str(value))

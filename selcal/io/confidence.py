@@ -21,7 +21,7 @@ from ..errors import SelcalError
 from .arrays import array_kind
 from .base import DumpSource, _fail, _first_null_row, _labels_to_int, _short, _strings, canonical_split_array, finite_values
 from .columns import find_label, find_logits
-from .parquet import arrow_kind
+from .parquet import arrow_kind, local_file
 
 PREDICTION_NAMES = ("pred", "prediction")
 CONFIDENCE_NAME = "confidence"
@@ -38,7 +38,7 @@ def _kinds(path: str) -> dict | None:
             return None
         return {name: array_kind(np.empty((0,) * len(shape), dtype)) for name, (shape, dtype) in headers.items()}
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(local_file(path))
     except (pa.ArrowException, OSError, ValueError):
         return None
     return {field.name: arrow_kind(field.type) for field in schema}
@@ -74,7 +74,7 @@ class ConfidenceSource(DumpSource):
         else:
             self._arrays = None
             try:
-                self.file = pq.ParquetFile(path)
+                self.file = pq.ParquetFile(local_file(path))
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise _fail(path, None, None, f"not a readable Parquet file ({_short(exc)})") from None
             names = self.file.schema_arrow.names

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,6 +13,16 @@ from .base import DumpSource, SelcalError, _fail, _first_null_row, finite_values
 from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
+
+
+def local_file(path: str):
+    """``path`` as pyarrow opens it: a name that is not UTF-8 (bytes kept by Python as lone
+    surrogates, which pyarrow cannot encode) is opened by its bytes."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return pa.OSFile(os.fsencode(path))
 
 
 def _corrupt(path: str, exc: BaseException) -> SelcalError:
@@ -61,7 +73,8 @@ class ParquetSource(DumpSource):
         self.num_rows = int(metadata.num_rows)
         if self.num_rows < 0:
             raise _fail(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
-        in_groups = sum(int(metadata.row_group(i).num_rows) for i in range(metadata.num_row_groups))
+        in_groups = sum(int(getattr(metadata.row_group(i), "num_rows", 0)) for i in range(metadata.num_row_groups)) \
+            if isinstance(self.file, pq.ParquetFile) else self.num_rows
         if in_groups != self.num_rows:  # nothing is allocated by a count the row groups do not back
             raise _fail(path, None, None, f"its metadata claims {self.num_rows} rows but its row groups hold "
                                           f"{in_groups}; was it truncated or corrupted?")
@@ -106,7 +119,7 @@ class ParquetSource(DumpSource):
     @staticmethod
     def _open(path: str):
         """The file read by batches (:class:`selcal.io.text.PolarsFile` stands in for text files)."""
-        return pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 23, page_checksum_verification=True)
+        return pq.ParquetFile(local_file(path), pre_buffer=False, buffer_size=1 << 23, page_checksum_verification=True)
 
     def _resolve_logits(self, schema: pa.Schema, kinds: dict, logits_col: str | None):
         path = self.path
@@ -247,12 +260,14 @@ class ParquetSource(DumpSource):
         the row groups' metadata) times their width. Not the encoded size: a dictionary or RLE
         page of a few bytes may decode to gigabytes. (For a footer that lies about the values,
         the reading stops when the pages end: it never allocates by this number.)"""
-        metadata, schema = self.file.metadata, self.file.schema
         names = set(self.wide_columns or [self.logits_col])
-        leaves = [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] in names]
         arrow = self.file.schema_arrow
         width = {name: (arrow.field(name).type if self.wide_columns else arrow.field(name).type.value_type).byte_width
                  for name in names}
+        if not isinstance(self.file, pq.ParquetFile):  # a text file read as batches: its rows times K values
+            return int(self.num_rows * max(self.num_classes, 1) * max(width.values()))
+        metadata, schema = self.file.metadata, self.file.schema
+        leaves = [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] in names]
         return int(sum(metadata.row_group(g).column(i).num_values * width[schema.column(i).path.split(".")[0]]
                        for g in range(metadata.num_row_groups) for i in leaves))
 
@@ -340,7 +355,7 @@ def parquet_schema_metadata(path) -> dict[str, str]:
     ``--sweep NAME``); empty for anything that is not a readable Parquet file (the reader
     reports those when the file is evaluated)."""
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(local_file(str(path)))
     except (pa.ArrowException, OSError, ValueError, TypeError):
         return {}
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
