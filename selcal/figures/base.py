@@ -171,7 +171,9 @@ def user_text(text, limit: int | None = None, *, escape: bool = True) -> str:
     >>> user_text("resnet50_imagenet_seed0_final", limit=12)
     'resne…_final'
     """
-    text = str(text)
+    from ..escape import printable  # control characters and non-UTF-8 bytes as escapes, as in every output
+
+    text = printable(text, keep="\n")
     covered = fonts()[1]
     if covered:
         text = "".join(c if ord(c) in covered or c == "\n" else REPLACEMENT_CHARACTER for c in text)
