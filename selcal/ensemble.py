@@ -68,6 +68,24 @@ def _check_unique(path: str, ids: np.ndarray | None) -> None:
                           "every row needs its own id")
 
 
+def _ids_as_stored(source, ids: np.ndarray) -> pa.Array:
+    """The ids (read as text by every reader) in the type the first member stores them: integer
+    ids stay integers, anything else is text."""
+    stored = None
+    if getattr(source, "file", None) is not None and hasattr(source.file, "schema_arrow"):
+        names = source.file.schema_arrow.names
+        stored = source.file.schema_arrow.field("id").type if "id" in names else None
+    elif getattr(source, "_arrays", None) is not None and "id" in source._arrays:
+        dtype = np.asarray(source._arrays["id"]).dtype
+        stored = pa.from_numpy_dtype(dtype) if dtype.kind in "iu" else None
+    if stored is not None and pa.types.is_integer(stored):
+        try:
+            return pa.array(np.asarray(ids).astype(np.int64)).cast(stored)
+        except (ValueError, OverflowError, pa.ArrowInvalid):
+            pass
+    return pa.array(ids, type=pa.string())
+
+
 def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None = None) -> EnsembleSummary:
     """Combine the dumps ``paths`` (the same rows, two or more models) into one dump at ``out``.
 
@@ -92,6 +110,7 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
     first = member(paths[0])
     n_classes, n, first_ids = max(first.num_classes, 2), first.num_rows, first.id_column()
     _check_unique(paths[0], first_ids)
+    id_array = None if first_ids is None else _ids_as_stored(first, first_ids)
     aligned_by = "id" if first_ids is not None else "order"
     positions: list[np.ndarray | None] = [None] * len(paths)  # member row -> row of the first member
     order = np.argsort(first_ids, kind="stable") if first_ids is not None else None
@@ -152,6 +171,15 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
                                       f"{int(batch.labels[row - rows.start])} but {paths[0]} has "
                                       f"{int(labels[target][row - rows.start])} {how}; "
                                       "an ensemble needs the same rows in every member")
+                if split is not None and batch.split is not None:
+                    other = split[target] != batch.split
+                    if other.any():
+                        row = rows.start + int(np.flatnonzero(other)[0])
+                        how = "for the same id" if aligned_by == "id" else "at the same row (no id column)"
+                        raise SelcalError(f"{source.path}: column 'split', row {row}: split "
+                                          f"'{batch.split[row - rows.start]}' but {paths[0]} has "
+                                          f"'{split[target][row - rows.start]}' {how}; the members must agree on "
+                                          "which rows fit (val) and which are evaluated (test)")
                 log_sum[target] = np.logaddexp(log_sum[target], log_p)
             entropy_sum[target] -= scores.negative_entropy(logits)
             member_preds[m, target] = np.argmax(logits, axis=1)
@@ -179,7 +207,7 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
     if split is not None:
         columns["split"] = pa.array(split.astype(str), type=pa.string())
     if first_ids is not None:
-        columns["id"] = pa.array(first_ids, type=pa.string())
+        columns["id"] = id_array
     schema = pa.schema([(name, array.type) for name, array in columns.items()], metadata=metadata)
     step = max(1, min(65536, (1 << 20) // n_classes))  # rows per written slice: the Arrow copy stays small
     with atomic_write(out, "wb", inputs=paths) as handle, pq.ParquetWriter(handle, schema) as writer:

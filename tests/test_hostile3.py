@@ -322,3 +322,41 @@ def test_every_output_works_with_a_name_that_is_not_utf8(hostile, tmp_path, cli)
         text = (out / name).read_bytes().decode("utf-8")  # valid UTF-8
         assert "\\xff" in text, name
     json.loads((out / "r.json").read_text())
+
+
+# ------------------------------------------------------------------ misaligned inputs
+def test_ensemble_members_that_disagree_on_a_split_are_refused(tmp_path, cli):
+    n = 200
+    split = np.where(np.arange(n) % 4 == 0, "val", "test")
+    other = split.copy()
+    other[7] = "val"  # row id 7: test in the first member, val in the second
+    a = _parquet(tmp_path / "a.parquet", n=n, extra={"split": pa.array(split), "id": pa.array(np.arange(n))})
+    b = _parquet(tmp_path / "b.parquet", n=n, extra={"split": pa.array(other), "id": pa.array(np.arange(n))})
+    pq.write_table(pq.read_table(b).take(np.arange(n)[::-1]), b)  # another row order: aligned by id
+    line = _one_error_line(cli("ensemble", a, b, "--out", tmp_path / "ens.parquet"))
+    assert "b.parquet" in line and "split" in line and "row 192" in line
+    assert not (tmp_path / "ens.parquet").exists()
+
+
+def test_ensemble_keeps_the_members_id_type(tmp_path, cli):
+    n = 100
+    ids = pa.array(np.arange(n, dtype=np.int64) * 3)
+    a = _parquet(tmp_path / "a.parquet", n=n, extra={"id": ids})
+    b = _parquet(tmp_path / "b.parquet", n=n, extra={"id": ids})
+    result = cli("ensemble", a, b, "--out", tmp_path / "ens.parquet", "-q")
+    assert result.exit_code == 0, result.stderr
+    column = pq.read_table(tmp_path / "ens.parquet").column("id")
+    assert column.type == pa.int64() and column.to_pylist() == ids.to_pylist()
+
+
+@pytest.mark.parametrize("label_shape", [(64, 100), (4, 8), (20, 40)])
+def test_a_label_map_not_an_integer_multiple_of_the_logits_is_refused(tmp_path, cli, label_shape):
+    folder = tmp_path / "seg"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for index in range(3):
+        shape = label_shape if index == 1 else (32, 64)
+        np.savez(folder / f"img{index}.npz", logits=rng.normal(size=(3, 16, 32)).astype(np.float32),
+                 label=rng.integers(0, 3, size=shape))
+    line = _one_error_line(cli("evaluate", folder, "--scores", "msp"))
+    assert "img1.npz" in line and "integer multiple" in line

@@ -122,7 +122,7 @@ def test_smaller_draws_are_subsets_of_larger_ones(tmp_path):
 
 
 def test_images_of_other_sizes_and_equal_sizes(tmp_path):
-    sizes = [(8, 12, 16, 24), (5, 5, 5, 5), (3, 7, 10, 30)]
+    sizes = [(8, 12, 16, 24), (5, 5, 5, 5), (3, 7, 12, 28)]
     items = make_folder(tmp_path / "a", n=3, sizes=sizes)
     logits, labels, ids = brute_force_rows(items)
     dump = read_dump(str(tmp_path / "a"), pixels_per_image=0)

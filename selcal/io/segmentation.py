@@ -251,6 +251,10 @@ class SegmentationSource(DumpSource):
             raise _fail(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: the label map "
                         f"is scaled by {big_h / h:g} vertically and {big_w / w:g} horizontally; "
                         "save the label map H x W of the same image (was it transposed?)")
+        if big_h % h or big_w % w:  # each logit cell must stand for a whole block of label pixels
+            raise _fail(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: a label map "
+                        f"must be the logits' size or an integer multiple of it (e.g. {4 * h} x {4 * w}); "
+                        "resize the logits to the label map (or the label map to the logits) before saving")
         return k, h, w, dtype, label_grid(label, h, w)
 
     def _check_labels(self, file: str, grid: np.ndarray, labelled: np.ndarray, k: int) -> None:
