@@ -423,7 +423,17 @@ class Report:
                 elif row.close:
                     cells[-1] = f"[yellow]{cells[-1]} (close)[/yellow]"
                 table.add_row(*cells)
-            console.print(table)
+            from .report import _width
+
+            if _width(console, table, least=True) <= console.width:  # (the metric and status columns wrap)
+                console.print(table)
+                continue
+            for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:  # a narrow terminal: lines
+                cells = [printable(c).replace("\\n", " ") if i == 0 else c.replace("\n", " ")
+                         for i, c in enumerate(self._terminal_cells(row))]
+                close = " (close)" if row.close and not row.failed else ""
+                console.print(f"  {cells[0]}: " + ", ".join(f"{name} {cell}" for name, cell in zip(columns[1:-1], cells[1:-1]))
+                              + f"; {cells[-1]}{close}", soft_wrap=True, markup=False, highlight=False)
         for note in self.notes:
             console.print(f"note: {printable(note)}", markup=False, soft_wrap=True, highlight=False)
         if not show_all:

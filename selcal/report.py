@@ -118,8 +118,8 @@ def render_table(result: EvaluationResult, console) -> None:
         sections = metric_sections(model)
         # Many scores (--scores all) in a narrow terminal: several tables of the columns that fit.
         per_table = max(4, (console.width - 24) // 10)  # the default four always stay together
-        for first in range(0, len(score_names), per_table):
-            shown = range(first, min(first + per_table, len(score_names)))
+
+        def table_of(shown) -> Table:
             table = Table(show_edge=False, pad_edge=False)
             table.add_column("metric", no_wrap=True)
             for j in shown:
@@ -131,9 +131,34 @@ def render_table(result: EvaluationResult, console) -> None:
                     table.add_section()
                 for label, kind, values in rows:
                     table.add_row(label, *(_format(values[j], kind) for j in shown))
-            console.print(table)
+            return table
+
+        # A narrow terminal: fewer scores per table, down to one; narrower still, plain lines
+        # "metric value" under each score's name (the terminal wraps them), never cells cut to '…'.
+        while per_table > 1 and _width(console, table_of(range(min(per_table, len(score_names))))) > console.width:
+            per_table -= 1
+        if _width(console, table_of(range(min(per_table, len(score_names))))) > console.width:
+            for j, score in enumerate(score_names):
+                console.print(terminal(score), style="bold", soft_wrap=True)
+                for section in sections:
+                    for label, kind, values in section:
+                        if values[j] is not None:
+                            console.print(f"  {label} {_format(values[j], kind)}", soft_wrap=True, markup=False,
+                                          highlight=False)
+        else:
+            for first in range(0, len(score_names), per_table):
+                console.print(table_of(range(first, min(first + per_table, len(score_names)))))
         if model.extra.get("groups"):
-            console.print(_group_table(model))
+            table = _group_table(model)
+            if _width(console, table) <= console.width:
+                console.print(table)
+            else:  # a narrow terminal: one line per group, wrapped by the terminal, no value cut
+                console.print("per group: accuracy and AURC of each score (%)", soft_wrap=True)
+                for group, values in model.extra["groups"].items():
+                    console.print(f"  {printable(group)}: {values['n_eval']} rows, accuracy "
+                                  f"{_format(values['accuracy'], 'pct')}, " + ", ".join(
+                                      f"{printable(n)} {_format(values['scores'][n]['aurc'], 'pct')}"
+                                      for n in model.scores), soft_wrap=True, markup=False, highlight=False)
         notes = fit_notes(model)
         if model.extra.get("n_train_dropped"):
             notes.append(f"{model.extra['n_train_dropped']} rows of the split 'train' left out")
@@ -163,6 +188,15 @@ def fit_notes(model: ModelResult) -> list[str]:
 
 
 _NEED_LOGITS_WORDS = {"nll": "NLL", "brier": "Brier", "cece": "class-wise ECE", "top5_accuracy": "top-5 accuracy"}
+
+
+def _width(console, renderable, least: bool = False) -> int:
+    """The width ``renderable`` takes when nothing squeezes it (as if the console had no edge);
+    ``least``: the least it can take, its wrappable columns wrapped."""
+    from rich.measure import Measurement
+
+    measured = Measurement.get(console, console.options.update(width=1 << 16), renderable)
+    return measured.minimum if least else measured.maximum
 
 
 def _column_note(name: str, metrics: dict) -> str:

@@ -360,3 +360,29 @@ def test_a_label_map_not_an_integer_multiple_of_the_logits_is_refused(tmp_path, 
                  label=rng.integers(0, 3, size=shape))
     line = _one_error_line(cli("evaluate", folder, "--scores", "msp"))
     assert "img1.npz" in line and "integer multiple" in line
+
+
+# ------------------------------------------------------------------ a narrow terminal
+def test_a_narrow_terminal_shows_every_value_whole(tmp_path, cli):
+    """COLUMNS=20: the tables that do not fit become stacked tables or plain lines (wrapped by
+    the terminal), never cells cut to '…'."""
+    import io
+
+    from rich.console import Console
+
+    import selcal
+    from selcal.checks import check
+
+    path = _parquet(tmp_path / "m.parquet", n=400, extra={"source": pa.array(["a", "b"] * 200)})
+    result = cli("evaluate", path, "--group-col", "source", "--no-warnings", env={"COLUMNS": "20"})
+    assert result.exit_code == 0, result.stderr
+    assert "…" not in result.stdout
+    model = json.loads(cli("evaluate", path, "--json", "-", "--group-col", "source").stdout)["models"][0]
+    for value in (model["scores"]["msp"]["aurc"], model["accuracy"]):
+        assert f"{100 * value:.2f}" in result.stdout  # the values themselves, whole
+    evaluated = json.loads(selcal.evaluate([str(path)]).to_json())
+    worse = json.loads(json.dumps(evaluated))
+    worse["models"][0]["scores"]["msp"]["aurc"] += 0.125
+    out = io.StringIO()
+    check(worse, evaluated).render(Console(file=out, width=20), show_all=True)
+    assert "…" not in out.getvalue() and "REGRESSION" in out.getvalue()
