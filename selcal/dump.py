@@ -27,6 +27,7 @@ import math
 import os
 import re
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -655,8 +656,13 @@ def _image_dataset(torch, listing: Listing, transform):
 
         def __getitem__(self, i):
             try:
-                with Image.open(listing.path(i)) as image:
-                    rgb = image.convert("RGB")
+                with warnings.catch_warnings():
+                    # PIL's DecompressionBombWarning (an image of more than 89 M pixels, read correctly) is
+                    # silenced: it would reach stderr raw from a loader process; an image beyond twice that
+                    # raises DecompressionBombError and is listed as unreadable, with its reason.
+                    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                    with Image.open(listing.path(i)) as image:
+                        rgb = image.convert("RGB")
                 return i, transform(rgb), None
             except Exception as exc:  # noqa: BLE001 - skipped, counted and reported
                 return i, None, f"{type(exc).__name__}: {_one_line(exc, 500)}"

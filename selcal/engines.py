@@ -77,8 +77,11 @@ def connect(ray) -> None:
     if ray.is_initialized():
         return
     address = os.environ.get("RAY_ADDRESS") or None
+    # Ray's own notices (e.g. "Token authentication is enabled for this Ray cluster") would reach
+    # stderr raw, outside selcal's one-line contract: only its errors are let through.
+    logging.getLogger("ray").setLevel(logging.ERROR)
     try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False,
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False,
                  configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at RAY_ADDRESS={address}" if address else "a local Ray instance"

@@ -189,3 +189,19 @@ def test_nothing_imports_ray_unless_the_ray_engine_is_asked_for(tmp_path):
             "print('ray' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc
+
+
+def test_ray_says_nothing_raw_on_stderr(tmp_path):
+    """Issue 22: Ray's own notices (its token-authentication line) never reach stderr: a quiet
+    run on a local Ray instance prints nothing there."""
+    import subprocess
+
+    if not REQUIRE_RAY:
+        pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-m", "selcal.cli", "evaluate",
+                           ROOT / "sample_logits" / f"{SAMPLES[0]}.parquet", "--engine", "ray", "-q", "--no-warnings",
+                           "--scores", "msp"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
