@@ -386,3 +386,18 @@ def test_a_narrow_terminal_shows_every_value_whole(tmp_path, cli):
     out = io.StringIO()
     check(worse, evaluated).render(Console(file=out, width=20), show_all=True)
     assert "…" not in out.getvalue() and "REGRESSION" in out.getvalue()
+
+
+# ------------------------------------------------------------------ adversarial pass: inputs that are not files
+def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(tmp_path):
+    """A FIFO named like a dump blocked the Parquet library's open() for good, deaf to SIGTERM
+    (found in this round's own pass); it is refused before any reading."""
+    fifo = tmp_path / "dump.parquet"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    for path in (fifo, "/dev/zero"):
+        done = subprocess.run([sys.executable, "-m", "selcal.cli", "evaluate", str(path), "--scores", "msp"],
+                              capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "regular files" in lines[0], done.stderr

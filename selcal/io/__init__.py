@@ -11,6 +11,7 @@ offending row (counted from 0) and what to do. Code past this package trusts its
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -194,6 +195,14 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
         raise _fail(path, None, None, "no such file; check the path")
     if not is_glob(path) and not os.access(path, os.R_OK):
         raise _fail(path, None, None, "cannot be read (permission denied)")
+    if not is_glob(path) and not os.path.isdir(path):
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO would block the reading library's open() for good, deaf to Ctrl-C
+            what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+                    else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "not a regular file")
+            raise _fail(path, None, None, f"is {what}; selcal reads dumps from regular files (a Parquet file is "
+                                          "read from its end first): save the dump to a file")
     reader = next((r for r in READERS if r.accepts(path)), None)
     if reader is None and is_glob(path):
         raise _fail(path, None, None, "matches no Parquet file; check the pattern")
