@@ -587,6 +587,8 @@ def _interval_text(key: str, ci) -> str:
 
 def _id_cell(value):
     """An id of --errors-csv: a number stays a number, text is neutralised (:func:`selcal.escape.csv_cell`)."""
+    import numpy as np
+
     from .escape import csv_cell
 
     if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
