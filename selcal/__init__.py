@@ -8,6 +8,32 @@ defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` comman
 >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
 """
 
+import os as _os
+import sys as _sys
+
+
+def _quiet_start() -> None:
+    """While the ``selcal`` command imports its libraries (about a second), Ctrl-C or SIGTERM ends it
+    with the one line and the status of a stopped run (nothing is written yet), not a traceback;
+    :func:`selcal.cli.run` then installs the handlers that also clean up. Only for the command."""
+    import signal
+
+    lines = {signal.SIGINT: "selcal: aborted\n", signal.SIGTERM: "selcal: terminated\n"}
+
+    def stop(signum, frame):
+        _os.write(2, lines[signum].encode())
+        _os._exit(128 + signum)
+
+    for signum in lines:
+        try:
+            signal.signal(signum, stop)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("selcal", "-m"):  # the command is starting
+    _quiet_start()
+
 from ._version import __version__  # noqa: E402
 
 from .errors import SelcalError  # noqa: E402

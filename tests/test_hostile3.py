@@ -401,3 +401,17 @@ def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(tmp_path):
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "regular files" in lines[0], done.stderr
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path):
+    """Ctrl-C during the second the command spends importing its libraries gave a KeyboardInterrupt
+    traceback, SIGTERM a silent death (found in this round's own pass): now one line and 130/143.
+    The signal is sent right after ``import selcal``, as the command would still be importing."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    for signum, line in ((signal.SIGINT, "selcal: aborted"), (signal.SIGTERM, "selcal: terminated")):
+        code = ("import os, sys, time; sys.argv = ['selcal', 'evaluate', 'x.parquet']; import selcal; "
+                f"os.kill(os.getpid(), {int(signum)}); time.sleep(30); import selcal.cli")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=120)
+        assert done.returncode == 128 + signum, done.stderr
+        assert done.stderr.strip().splitlines() == [line], done.stderr
