@@ -90,6 +90,8 @@ def load_torch(path: str):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
         return arrays
     if isinstance(loaded, (list, tuple)) and loaded and all(isinstance(v, dict) for v in loaded):
+        from .torchfile import _batch_dicts  # (torchfile imports this module)
+
         return _batch_dicts(path, loaded)
     if isinstance(loaded, (tuple, list)) and len(loaded) == 2 and all(_numpy(v) is not None for v in loaded):
         logits, labels = (_numpy(v) for v in loaded)
