@@ -50,6 +50,30 @@ def _decoded_sizes(loaded) -> dict:
             if isinstance(value, torch.Tensor)}
 
 
+def _batch_dicts(path: str, batches: list) -> dict:
+    """A list of batch dicts (``outputs.append({"logits": ..., "labels": ...})`` in a loop), each
+    entry concatenated along the rows in list order; every batch must have the same entries."""
+    keys = list(batches[0])
+    arrays: dict = {}
+    for i, batch in enumerate(batches):
+        if list(batch) != keys:
+            raise _fail(path, None, None, f"batch {i} of the list has the entries {', '.join(map(str, batch))}, "
+                        f"batch 0 {', '.join(map(str, keys))}; every batch dict needs the same entries")
+        for key, value in batch.items():
+            array = _numpy(value)
+            if array is not None and array.ndim > 0:  # a scalar (a batch's loss) is no column
+                arrays.setdefault(str(key), []).append(array)
+    out = {}
+    for key, parts in arrays.items():
+        if len(parts) != len(batches):
+            continue  # not an array in every batch (e.g. a loss value): not a column
+        if len({p.shape[1:] for p in parts}) > 1:
+            shapes = ", ".join(str(tuple(p.shape)) for p in parts[:3])
+            raise _fail(path, key, None, f"has shapes {shapes}, ... across the batches; every batch needs the same K")
+        out[key] = np.concatenate(parts)
+    return out
+
+
 def load_torch(path: str):
     """What ``path`` holds: a dict name -> numpy array, or one numpy array. The file is mapped, not
     read, and its tensors are measured by their shapes before any is copied
@@ -90,8 +114,6 @@ def load_torch(path: str):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
         return arrays
     if isinstance(loaded, (list, tuple)) and loaded and all(isinstance(v, dict) for v in loaded):
-        from .torchfile import _batch_dicts  # (torchfile imports this module)
-
         return _batch_dicts(path, loaded)
     if isinstance(loaded, (tuple, list)) and len(loaded) == 2 and all(_numpy(v) is not None for v in loaded):
         logits, labels = (_numpy(v) for v in loaded)

@@ -8,36 +8,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 
 from .arrays import ArraysSource
 from .base import _fail
 from .npy import load_labels_beside
-from .tensors import SAVE_PT, _numpy, load_torch
-
-
-def _batch_dicts(path: str, batches: list) -> dict:
-    """A list of batch dicts (``outputs.append({"logits": ..., "labels": ...})`` in a loop), each
-    entry concatenated along the rows in list order; every batch must have the same entries."""
-    keys = list(batches[0])
-    arrays: dict = {}
-    for i, batch in enumerate(batches):
-        if list(batch) != keys:
-            raise _fail(path, None, None, f"batch {i} of the list has the entries {', '.join(map(str, batch))}, "
-                        f"batch 0 {', '.join(map(str, keys))}; every batch dict needs the same entries")
-        for key, value in batch.items():
-            array = _numpy(value)
-            if array is not None and array.ndim > 0:  # a scalar (a batch's loss) is no column
-                arrays.setdefault(str(key), []).append(array)
-    out = {}
-    for key, parts in arrays.items():
-        if len(parts) != len(batches):
-            continue  # not an array in every batch (e.g. a loss value): not a column
-        if len({p.shape[1:] for p in parts}) > 1:
-            shapes = ", ".join(str(tuple(p.shape)) for p in parts[:3])
-            raise _fail(path, key, None, f"has shapes {shapes}, ... across the batches; every batch needs the same K")
-        out[key] = np.concatenate(parts)
-    return out
+from .tensors import SAVE_PT, load_torch
 
 
 class TorchSource(ArraysSource):
