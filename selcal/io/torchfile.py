@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-
 from .arrays import ArraysSource
 from .base import _fail
 from .npy import load_labels_beside
