@@ -894,6 +894,7 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
                 "difference": None if a is None or b is None else b - a,
                 "ci": percentile_interval(values, confidence),
                 "undefined": int(np.count_nonzero(~np.isfinite(values))),
+                "resampled": values,  # B - A on each resample (NaN: undefined), for the gate's p-value
             }
     return out
 

@@ -34,6 +34,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from . import gate
 from .errors import SelcalError
 from .metrics import catalog
 from .metrics.catalog import better
@@ -61,11 +62,13 @@ MODEL_LEVEL = catalog.model_level()
 SUPPORTED_SCHEMA = 1
 CHECK_RULE = (
     "regression = worse than the baseline by more than the tolerance and, when both files have "
-    "bootstrap intervals for the metric, intervals that do not overlap"
+    "bootstrap intervals, significantly so: one-sided p-value from the two intervals, Holm over "
+    "every judged metric at family-wise level (1 - confidence) / 2"
 )
 COMPARE_RULE = (
-    "B - A with a paired bootstrap interval: worse/better when the interval excludes 0; "
-    "regression = worse by more than the tolerance"
+    "B - A on paired bootstrap resamples: regression = worse by more than the tolerance with a "
+    "one-sided paired bootstrap p-value that Holm rejects over every judged metric at family-wise "
+    "level (1 - confidence) / 2"
 )
 
 
@@ -266,6 +269,7 @@ class Row:
     tolerance: float | None = None
     status: str = ""
     failed: bool = False
+    p_value: float | None = None  # one-sided, of "not worse by more than the tolerance" (see selcal.gate)
     close: bool = False  # passed, but within CLOSE of failing (see is_close); set by Report
 
 
@@ -358,37 +362,48 @@ class Report:
     # ------------------------------------------------------------------ renderings
     def _columns(self) -> list[str]:
         if self.command == "compare":
-            return ["model", "metric", "better", "A", "B", "B - A", f"{self._level()} interval of B - A", "verdict"]
+            return ["model", "metric", "better", "A", "B", "B - A", f"{self._level()} interval of B - A", "p",
+                    "verdict"]
         return ["model", "metric", "better", "baseline / bound", "current", "difference",
-                f"baseline {self._level()}", f"current {self._level()}", "tolerance", "status"]
+                f"baseline {self._level()}", f"current {self._level()}", "tolerance", "p", "status"]
 
     def _level(self) -> str:
         return f"{100 * self.confidence:g}%" if self.confidence else "CI"
 
     def _cells(self, row: Row) -> list[str]:
+        """The cells of the Markdown and JUnit renderings: metric key, values in the units of the
+        evaluate table (percent where it shows percent)."""
+        key = row.metric
         if self.command == "compare":
-            return [row.model, row.metric, row.better, _fmt(row.reference), _fmt(row.value), _fmt(row.difference),
-                    _fmt_ci(row.ci_difference), row.status]
-        reference = _fmt(row.reference)
+            return [row.model, key, row.better, _unit(key, row.reference), _unit(key, row.value),
+                    _unit(key, row.difference, True), _unit_ci(key, row.ci_difference), _fmt_p(row.p_value),
+                    row.status]
+        reference = _unit(key, row.reference)
         if row.kind in ("max", "min"):
             reference = f"{row.kind} {reference}"
-        return [row.model, row.metric, row.better, reference, _fmt(row.value), _fmt(row.difference),
-                _fmt_ci(row.ci_reference), _fmt_ci(row.ci_value), _fmt(row.tolerance), row.status]
+        return [row.model, key, row.better, reference, _unit(key, row.value), _unit(key, row.difference, True),
+                _unit_ci(key, row.ci_reference), _unit_ci(key, row.ci_value), _unit(key, row.tolerance),
+                _fmt_p(row.p_value), row.status]
 
     def _terminal_cells(self, row: Row) -> list[str]:
-        """A row for the terminal (fits 100 columns): intervals go on a second line in their cell."""
-        metric_name = catalog.name
+        """A row for the terminal (fits 100 columns): intervals go on a second line in their cell;
+        names and units those of the evaluate table (``msp AURC (%)``, 0.95)."""
+        metric_label = catalog.label
 
-        def value(number, ci=None, prefix=""):
-            text = prefix + _fmt(number)
-            return text + (f"\n{_fmt_ci(ci)}" if ci is not None else "")
+        key = row.metric
 
+        def value(number, ci=None, prefix="", signed=False):
+            text = prefix + _unit(key, number, signed)
+            return text + (f"\n{_unit_ci(key, ci)}" if ci is not None else "")
+
+        status = row.status + (f" {_unit(key, row.tolerance)}" if row.status == "worse, within tolerance" else "")
+        if row.p_value is not None:
+            status += f"\np = {_fmt_p(row.p_value)}"
         if self.command == "compare":
-            return [metric_name(row.metric), _fmt(row.reference), _fmt(row.value),
-                    value(row.difference, row.ci_difference), row.status]
+            return [metric_label(key), _unit(key, row.reference), _unit(key, row.value),
+                    value(row.difference, row.ci_difference, signed=True), status]
         reference = value(row.reference, row.ci_reference, f"{row.kind} " if row.kind in ("max", "min") else "")
-        status = row.status + (f" {_fmt(row.tolerance)}" if row.status == "worse, within tolerance" else "")
-        return [metric_name(row.metric), reference, value(row.value, row.ci_value), _fmt(row.difference), status]
+        return [metric_label(key), reference, value(row.value, row.ci_value), _unit(key, row.difference, True), status]
 
     def _terminal_columns(self) -> list[str]:
         if self.command == "compare":
@@ -407,7 +422,8 @@ class Report:
         from .escape import printable, terminal
 
         columns = self._terminal_columns()
-        shown = [r for r in self.rows if show_all or r.failed or r.close]
+        few = len(self.rows) <= _FEW_ROWS
+        shown = [r for r in self.rows if show_all or few or r.failed or r.close]
         for model in dict.fromkeys(r.model for r in shown):
             rows = [r for r in shown if r.model == model]
             console.print(f"[bold]{terminal(model)}[/bold]", soft_wrap=True)
@@ -435,22 +451,22 @@ class Report:
                 console.print(f"  {cells[0]}: " + ", ".join(f"{name} {cell}" for name, cell in zip(columns[1:-1], cells[1:-1]))
                               + f"; {cells[-1]}{close}", soft_wrap=True, markup=False, highlight=False)
         for note in self.notes:
-            console.print(f"note: {printable(note)}", markup=False, soft_wrap=True, highlight=False)
-        if not show_all:
+            console.print(_wrap(f"note: {printable(note)}", console.width), markup=False, highlight=False)
+        if not show_all and not few:
             n_close = sum(1 for r in self.rows if r.close)
             close = f"close: within {100 * CLOSE:g}% of a bound, a tolerance or separate intervals"
             text = (f"shown: {len(self.failures)} failed and {n_close} close of {len(self.rows)} metrics ({close}); "
                     "--all shows every metric") if shown else \
                 f"no metric failed or came close ({close}); --all shows all {len(self.rows)}"
-            console.print(f"note: {text}", markup=False, soft_wrap=True, highlight=False)
+            console.print(_wrap(f"note: {text}", console.width), markup=False, highlight=False)
         style = "bold red" if self.failures else "bold green"
-        console.print(f"[{style}]{escape(self.summary())}[/{style}]", soft_wrap=True)
+        console.print(f"[{style}]{escape(_wrap(self.summary(), console.width))}[/{style}]")
 
     def to_markdown(self) -> str:
         """Markdown for a pull-request comment: verdict, failures, then every row folded away."""
         from .escape import code_span, markdown_text as md
 
-        metric_name = catalog.name
+        metric_label = catalog.label
 
         lines = [f"### {'❌' if self.failures else '✅'} {self.summary()}", ""]
         lines += [f"- {k}: {code_span(v)}" for k, v in self.sources.items()]
@@ -466,7 +482,7 @@ class Report:
             out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
             for row in rows:
                 cells = self._cells(row)
-                cells[1] = metric_name(row.metric)  # the names of the evaluate tables; keys in JSON and JUnit
+                cells[1] = metric_label(row.metric)  # the names of the evaluate tables; keys in JSON and JUnit
                 cells = [md(c) for c in cells[:2]] + [c.replace("|", "\\|") for c in cells[2:]]  # user text: model, metric
                 if row.failed:
                     cells[-1] = f"**{cells[-1]}**"
@@ -522,6 +538,17 @@ class Report:
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
 
 
+_FEW_ROWS = 12  # up to this many judged rows are all shown; beyond, only those failed or close (or --all)
+
+
+def _wrap(text: str, width: int | None) -> str:
+    """A note wrapped to the console's width (100 columns in a CI log), continued indented."""
+    import textwrap
+
+    return textwrap.fill(text, width=min(width or 100, 100), subsequent_indent="  ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def _skip_reason(row: Row) -> str | None:
     """Why a row that did not fail was not judged either (a JUnit ``<skipped>``), or None."""
     if row.failed:
@@ -541,6 +568,29 @@ def _fmt(value) -> str:
 
 def _fmt_ci(ci) -> str:
     return "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+def _unit(key: str, value, signed: bool = False) -> str:
+    """A value in the unit of the evaluate table: percent with two decimals for a fraction shown
+    in percent there (``AURC (%)``), else four decimals.
+
+    >>> _unit("msp.aurc", 0.00953), _unit("nll", 0.41212), _unit("accuracy", -0.0003, True)
+    ('0.95', '0.4121', '-0.03')
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    sign = "+" if signed else ""
+    if catalog.unit(key) == "pct":
+        return f"{100 * value:{sign}.2f}"
+    return f"{value:{sign}.4f}" if abs(value) < 1e6 else f"{value:{sign}.4g}"
+
+
+def _unit_ci(key: str, ci) -> str:
+    return "-" if ci is None else f"[{_unit(key, ci[0])}, {_unit(key, ci[1])}]"
+
+
+def _fmt_p(p) -> str:
+    return "-" if p is None else f"{p:.2g}" if p >= 1e-4 else "<0.0001"
 
 
 # ----------------------------------------------------------------------------- check
@@ -566,10 +616,8 @@ def _judge(metric: Metric, base: Metric, tolerance: float | None, bootstrapped: 
     if worse_by <= (tolerance or 0.0):
         return "worse, within tolerance", False
     if base.ci is not None and metric.ci is not None:
-        separate = metric.ci[0] > base.ci[1] if direction == "lower" else metric.ci[1] < base.ci[0]
-        if not separate:
-            return "worse, intervals overlap", False
-    elif bootstrapped and tolerance is None:
+        return "worse, not significant", False  # until Holm's procedure over every judged metric says otherwise
+    if bootstrapped and tolerance is None:
         return "worse, no interval: give a --tolerance", False
     return "REGRESSION", True
 
@@ -580,8 +628,14 @@ _SAME_DEFINITIONS = catalog.definition_options()  # options that change what a m
 def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
           tolerances: Sequence[tuple[Spec, float]] = (), maxima: Sequence[tuple[Spec, float]] = (),
           minima: Sequence[tuple[Spec, float]] = (), only: Sequence[Spec] = (),
-          current_path: str = "CURRENT", baseline_path: str = "BASELINE") -> Report:
-    """Judge a result (loaded with :func:`load_result`) against a baseline and/or bounds."""
+          current_path: str = "CURRENT", baseline_path: str = "BASELINE", all_metrics: bool = False,
+          allow_other_data: bool = False) -> Report:
+    """Judge a result (loaded with :func:`load_result`) against a baseline and/or bounds.
+
+    Against a baseline, the judged metrics are ``only`` when given, every metric with
+    ``all_metrics``, else the primary ones (:func:`primary_metrics`) and those a ``--tolerance``
+    names (not ``*``). ``allow_other_data``
+    judges a baseline evaluated on other rows (refused otherwise)."""
     if baseline is None and not maxima and not minima:
         raise SelcalError("nothing to check: give --baseline BASELINE.json and/or --max/--min bounds")
     models = {m["name"]: m for m in current["models"]}
@@ -592,8 +646,11 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     if not baseline and tolerances:
         raise SelcalError("--tolerance needs --baseline BASELINE.json to compare against")
 
-    def wanted(metric: Metric) -> bool:
-        return not only or any(spec.matches(metric) for spec in only)
+    def wanted(metric: Metric, primary: tuple[str, ...]) -> bool:
+        if only:
+            return any(spec.matches(metric) for spec in only)
+        named = any(spec.metric is not None and spec.matches(metric) for spec, _ in tolerances)
+        return all_metrics or named or metric.name in primary
 
     rows: list[Row] = []
     notes: list[str] = []
@@ -601,7 +658,7 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     if baseline is not None:
         _require_matches([s for s, _ in tolerances], current_metrics, "--tolerance", current_path)
         pairs = _pairs(current, baseline, current_path, baseline_path)
-        _check_same_data(pairs, current, baseline, current_path, baseline_path)
+        _check_same_data(pairs, current, baseline, current_path, baseline_path, allow_other_data, notes)
         renamed = [f"{b['name']} -> {m['name']}" for b, m in pairs if b["name"] != m["name"]]
         if renamed:
             notes.append(f"one model in each file, compared whatever its name: {renamed[0]}")
@@ -617,20 +674,27 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
         confidence = levels[current_path] or levels[baseline_path]
         for base_model, model in pairs:
             ours = metrics_of(model)
+            primary = primary_metrics(base_model)
             for name, base in metrics_of(base_model).items():
                 if name not in ours:
                     raise SelcalError(
                         f"{current_path}: model '{model['name']}' has no {name}, which {baseline_path} has; "
                         "evaluate with the same --scores/--risks/--coverages as the baseline, or regenerate it")
                 metric = ours[name]
-                if not wanted(metric):
+                if not wanted(metric, primary):
                     continue
                 tolerance = _most_specific(tolerances, metric)
                 status, failed = _judge(metric, base, tolerance, bootstrapped=not without)
                 difference = None if metric.value is None or base.value is None else metric.value - base.value
+                p_value = None
+                if base.ci is not None and metric.ci is not None and None not in (base.value, metric.value):
+                    p_value = gate.interval_pvalue(_worse_by(better(metric.metric), base.value, metric.value),
+                                                   metric.ci, base.ci, confidence or 0.95, tolerance or 0.0)
                 rows.append(Row(model["name"], name, better(metric.metric), "baseline", base.value, metric.value,
                                 difference, ci_reference=base.ci, ci_value=metric.ci, tolerance=tolerance or 0.0,
-                                status=status, failed=failed))
+                                status=status, failed=failed, p_value=p_value))
+        _apply_holm(rows, confidence or 0.95, "REGRESSION")
+        notes.append(_family_note(rows, confidence or 0.95, only, all_metrics))
         unmatched = [n for n in models if n not in {m["name"] for _, m in pairs}]
         if unmatched:
             notes.append(f"not in the baseline, only bounds checked: {', '.join(unmatched)}")
@@ -668,11 +732,54 @@ def _pairs(current, baseline, current_path, baseline_path) -> list[tuple[dict, d
     return [(base_model, models[base_model["name"]]) for base_model in baseline["models"]]
 
 
-def _check_same_data(pairs, current, baseline, current_path, baseline_path) -> None:
+def primary_metrics(model: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics the gate judges by default: accuracy, the AURC of the first score evaluated
+    and the ECE of the first score that has one (usually the same, ``msp``).
+
+    >>> primary_metrics({"scores": {"max_logit": {"aurc": 0.1}, "msp": {"aurc": 0.1, "ece": 0.02}}})
+    ('accuracy', 'max_logit.aurc', 'msp.ece')
+    """
+    scores = [name for name, values in model["scores"].items() if isinstance(values, dict)]
+    out = ["accuracy"]
+    out += [f"{name}.aurc" for name in scores if "aurc" in model["scores"][name]][:1]
+    out += [f"{name}.ece" for name in scores if "ece" in model["scores"][name]][:1]
+    return tuple(out)
+
+
+def _apply_holm(rows: list[Row], confidence: float, failed_status: str) -> None:
+    """Holm's procedure over the rows that have a p-value: a rejected row that is worse by more
+    than its tolerance fails (``failed_status``)."""
+    tested = [row for row in rows if row.p_value is not None]
+    for row, rejected in zip(tested, gate.holm([row.p_value for row in tested], gate.alpha_of(confidence))):
+        if rejected and row.value is not None and row.reference is not None \
+                and _worse_by(row.better, row.reference, row.value) > (row.tolerance or 0.0):
+            row.status, row.failed = failed_status, True
+
+
+def _family_note(rows: list[Row], confidence: float, only, all_metrics: bool) -> str:
+    chosen = "--metric" if only else "--all" if all_metrics else "the primary metrics (--metric or --all for others)"
+    tested = sum(1 for row in rows if row.p_value is not None)
+    if not tested:
+        return f"judged: {chosen}"
+    return (f"judged: {chosen}; a regression must be significant after Holm's correction over the "
+            f"{tested} tested metric{'s' if tested != 1 else ''}: at most {100 * gate.alpha_of(confidence):g}% "
+            "chance that a model that is not worse fails")
+
+
+def _check_same_data(pairs, current, baseline, current_path, baseline_path, allow_other_data=False,
+                     notes=None) -> None:
     """Refuse (SelcalError) a baseline of other data or other metric definitions."""
+    from .common_ground import other_data_message
+
     for base_model, model in pairs:
+        other = other_data_message(model, base_model, current_path, baseline_path)
+        if other and not allow_other_data:
+            raise SelcalError(other)
+        if other:
+            notes.append(f"--allow-other-data: '{model['name']}' is judged against a baseline evaluated on other data")
+            continue
         for key in ("num_classes", "n_eval", "split"):
-            if key in base_model and key in model and base_model[key] != model[key]:
+            if key in base_model and key in model and base_model[key] != model[key] and not allow_other_data:
                 raise SelcalError(
                     f"{current_path}: model '{model['name']}' has {key} = {model[key]!r} but {baseline_path} has "
                     f"{base_model[key]!r}: these are different data sets; evaluate the same dump or regenerate the baseline")
@@ -687,8 +794,9 @@ def _check_same_data(pairs, current, baseline, current_path, baseline_path) -> N
 def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
             tolerances: Sequence[tuple[Spec, float]] = (), only: Sequence[Spec] = (),
             path_a: str = "A", path_b: str = "B", confidence: float | None = None,
-            resamples: int | None = None, seed: int | None = None) -> Report:
-    """Verdicts from :func:`selcal.bootstrap.paired_differences` (model_a/model_b: ModelResult)."""
+            resamples: int | None = None, seed: int | None = None, all_metrics: bool = False) -> Report:
+    """Verdicts from :func:`selcal.bootstrap.paired_differences` (model_a/model_b: ModelResult):
+    the metrics ``only``, or every one with ``all_metrics``, else the primary ones."""
     rows: list[Row] = []
     metrics = []
     # The order of the JSON: model level, then each score's metrics as evaluate lists them.
@@ -707,36 +815,52 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
             metrics.append((metric, entry))
     _require_matches(only, [m for m, _ in metrics], "--metric", "the comparison")
     _require_matches([s for s, _ in tolerances], [m for m, _ in metrics], "--tolerance", "the comparison")
+    primary = primary_metrics({"scores": model_a.scores})
     for metric, entry in metrics:
         if only and not any(spec.matches(metric) for spec in only):
+            continue
+        if not only and not all_metrics and metric.name not in primary:
             continue
         direction = better(metric.metric)
         tolerance = _most_specific(tolerances, metric) or 0.0
         ci = entry["ci"]
-        failed = False
+        p_value = None
         if entry["difference"] is None or ci is None:
             status = "undefined"
         else:
+            resampled = entry.get("resampled")
+            if resampled is not None:
+                p_value = gate.paired_pvalue(resampled if direction == "lower" else -resampled, tolerance)
             worse = ci[0] > 0 if direction == "lower" else ci[1] < 0
             improved = ci[1] < 0 if direction == "lower" else ci[0] > 0
             if worse:
-                failed = _worse_by(direction, entry["a"], entry["b"]) > tolerance
-                status = "WORSE" if failed else "worse, within tolerance"
+                within = _worse_by(direction, entry["a"], entry["b"]) <= tolerance
+                status = "worse, within tolerance" if within else "worse, not significant"
             else:
                 status = "better" if improved else "no significant difference"
         rows.append(Row(f"{model_a.name} -> {model_b.name}", metric.name, direction, "compare", entry["a"], entry["b"],
-                        entry["difference"], ci_difference=ci, tolerance=tolerance, status=status, failed=failed))
+                        entry["difference"], ci_difference=ci, tolerance=tolerance, status=status,
+                        p_value=p_value))
+    _apply_holm(rows, confidence or 0.95, "WORSE")
     clusters = getattr(model_a, "clusters", None)
     unit = (f"the same {int(np.unique(clusters).size)} images ({model_a.n_eval} evaluation pixels, resampled by "
             f"whole image)" if clusters is not None else f"the same {model_a.n_eval} evaluation rows")
     notes = [f"paired bootstrap: {resamples} resamples of {unit}, seed {seed}",
-             "class-wise ECE has no interval (not a mean over rows) and is not compared"]
+             _family_note(rows, confidence or 0.95, only, all_metrics)]
+    if all_metrics:
+        notes.append("class-wise ECE has no interval (not a mean over rows) and is not compared")
     warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
     return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes, warnings)
 
 
-def _align(a, b) -> np.ndarray:
-    """Indices into b's rows that put them in a's order (by id when both have ids, else by position)."""
+def _align(a, b, allow_other_data: bool = False) -> np.ndarray:
+    """Indices into b's rows that put them in a's order (by id when both have ids, else by position).
+
+    Other data (other ids, other labels) is refused, unless ``allow_other_data``: rows are then
+    paired by position when the ids differ, and their labels are not compared."""
+    if allow_other_data and len(a) == len(b) and (a.ids is None or b.ids is None
+                                                  or not np.array_equal(np.sort(a.ids), np.sort(b.ids))):
+        return np.arange(len(b))
     if a.ids is not None and b.ids is not None:
         for dump in (a, b):
             values, counts = np.unique(dump.ids, return_counts=True)
@@ -747,7 +871,8 @@ def _align(a, b) -> np.ndarray:
         if only_a.size or only_b.size:
             example = f"'{only_a[0]}' only in A" if only_a.size else f"'{only_b[0]}' only in B"
             raise SelcalError(f"{b.path}: its evaluation rows are not those of {a.path} ({only_a.size} ids only in A, "
-                              f"{only_b.size} only in B, e.g. {example}); compare needs the same evaluation rows")
+                              f"{only_b.size} only in B, e.g. {example}); compare needs the same evaluation rows "
+                              "(or give --allow-other-data)")
         order = np.argsort(b.ids, kind="stable")
         rows = order[np.searchsorted(b.ids[order], a.ids)]
         where = lambda i: f"id '{a.ids[i]}'"  # noqa: E731
@@ -758,40 +883,47 @@ def _align(a, b) -> np.ndarray:
         rows = np.arange(len(b))
         where = lambda i: f"row {i}"  # noqa: E731
     mismatch = np.flatnonzero(b.labels[rows] != a.labels)
-    if mismatch.size:
+    if mismatch.size and not allow_other_data:
         i = int(mismatch[0])
         raise SelcalError(f"{b.path}: {where(i)} has label {int(b.labels[rows][i])} but {a.path} has "
                           f"{int(a.labels[i])} ({mismatch.size} labels differ): different data sets; compare needs the "
-                          "same evaluation rows, in the same order or with an 'id' column")
+                          "same evaluation rows, in the same order or with an 'id' column (or give --allow-other-data)")
     return rows
 
 
-def _evaluation_pair(a, b, val_a, val_b, options):
+def labels_differ(a, b) -> bool:
+    return len(a) != len(b) or bool(np.any(a.labels != b.labels))
+
+
+def _evaluation_pair(a, b, val_a, val_b, options, allow_other_data: bool = False):
     """(val_a, eval_a, val_b, eval_b, rule) with the same evaluation rows for both, in a's order."""
     from .pipeline.split import holdout_mask, split_rows
 
     fit_a, eval_a, rule_a = split_rows(a, val_a, options)
     fit_b, eval_b, rule_b = split_rows(b, val_b, options)
-    if rule_a != rule_b:
+    if rule_a != rule_b and {rule_a, rule_b} != {"split-column", "split-names"}:
         raise SelcalError(f"{b.path}: its validation rows are chosen by '{rule_b}' but {a.path}'s by '{rule_a}'; "
                           "give both a split column, or --val for both, so both are evaluated on the same rows")
     if rule_a == "holdout":
         # One hold-out for both: A's (seeded, by row identity), applied to B's rows aligned to A's.
-        rows = _align(a, b)
+        rows = _align(a, b, allow_other_data)
         mask = holdout_mask(len(a), a.ids, options.val_fraction, options.seed)
         b = b.subset(rows)
         return a.subset(mask), a.subset(~mask), b.subset(mask), b.subset(~mask), rule_a
-    return fit_a, eval_a, fit_b, eval_b.subset(_align(eval_a, eval_b)), rule_a
+    return fit_a, eval_a, fit_b, eval_b.subset(_align(eval_a, eval_b, allow_other_data)), rule_a
 
 
 def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str | None = None,
                   logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
                   seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
                   only: Sequence[Spec] = (), progress=None, pixels_per_image: int | None = None,
-                  input_kind: str | None = None, ood_label: int | None = None) -> Report:
+                  input_kind: str | None = None, ood_label: int | None = None,
+                  all_metrics: bool = False, allow_other_data: bool = False) -> Report:
     """``selcal compare``: evaluate two dumps on the same rows and judge B - A with paired intervals.
 
     ``input_kind`` and ``ood_label`` as for ``selcal evaluate`` (``--input``, ``--ood-label``).
+    ``allow_other_data``: pair the rows by position even when their labels (or ids) differ
+    (refused otherwise), as long as both have as many.
 
     ``progress(done, total)``: paired resamples done (for a progress bar)."""
     from .bootstrap import paired_differences
@@ -821,7 +953,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
         raise SelcalError(f"{b.path}: has K = {b.num_classes} classes but {a.path} has K = {a.num_classes}: "
                           "different data sets cannot be compared")
     val_a, val_b = (read(val[0]), read(val[1])) if val else (None, None)
-    fit_a, eval_a, fit_b, eval_b, rule = _evaluation_pair(a, b, val_a, val_b, options)
+    fit_a, eval_a, fit_b, eval_b, rule = _evaluation_pair(a, b, val_a, val_b, options, allow_other_data)
     name_a, name_b = Path(str(path_a)).stem, Path(str(path_b)).stem
     if name_a == name_b:
         name_a, name_b = str(path_a), str(path_b)
@@ -837,7 +969,13 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     differences = paired_differences(model_a, model_b, resamples=resamples, seed=seed, confidence=confidence,
                                      options=options, progress=progress)
     report = compare(model_a, model_b, differences, tolerances=tolerances, only=only, path_a=a.path, path_b=b.path,
-                     confidence=confidence, resamples=resamples, seed=seed)
+                     confidence=confidence, resamples=resamples, seed=seed, all_metrics=all_metrics)
+    if eval_a.ids is None or eval_b.ids is None:
+        report.notes.append("rows aligned by their order in the files (no 'id' column in both): row i of A is "
+                            "taken to be row i of B")
+    if labels_differ(eval_a, eval_b):
+        report.notes.append("--allow-other-data: the two models' rows hold other labels; the comparison is not "
+                            "on the same data")
     if rule == "holdout":
         report.notes.append("one random hold-out (A's) is used for both models, so both are evaluated on the same rows")
     if dropped:

@@ -185,7 +185,7 @@ def evaluate(
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(False, "--bootstrap-refit", help="Also resample the validation rows and refit every fitted score (T, p, ...) on every resample (slow)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
-    sort_by: str = typer.Option("aurc_best_posthoc", "--sort-by", help="Leaderboard column to sort by (several models), best first."),
+    sort_by: Optional[str] = typer.Option(None, "--sort-by", help="Leaderboard column to sort by (several models; any column of the CSV), best first. Default: the swept value with --sweep, else aurc_best_score (the best AURC of every score)."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write the leaderboard (one row per model) as CSV to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the leaderboard as a Markdown table to PATH; '-' for stdout."),
     sweep: Optional[str] = typer.Option(None, "--sweep", metavar="NAME", help="A hyperparameter that differs between the models (Parquet metadata key NAME, else NAME=VALUE or NAME_VALUE in the file name): a leaderboard column NAME and a figure sweep_NAME of the headline metrics against it."),
@@ -311,6 +311,11 @@ def evaluate(
          "no random hold-out: the validation rows come from --val or a split column, or no score is fitted"),
     ])
     show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
+    from .common_ground import leaderboard_warning
+
+    other_rows = leaderboard_warning(result.models)
+    if other_rows and not no_warnings:
+        _say(f"selcal: warning: {other_rows}")
 
 
 def _score_option_rules(chosen) -> list[tuple]:
@@ -341,7 +346,7 @@ def _note_ignored(ctx: typer.Context, rules) -> None:
              + "; ".join(f"{flag} ({why})" for flag, why in given))
 
 
-def show_warnings(warnings, silenced: bool = False) -> None:
+def show_warnings(warnings, silenced: bool = False, width: int | None = None) -> None:
     """The one rule for what selcal knows about the data: every warning goes to stderr, always
     (also with -q, with an output to '-', under a leaderboard and in check/compare), as
     ``selcal: warning: MODEL: text``, after whatever went to stdout; ``--no-warnings`` silences it.
@@ -352,7 +357,14 @@ def show_warnings(warnings, silenced: bool = False) -> None:
         return
     sys.stdout.flush()  # a CI log interleaves the two streams: the warnings come under the tables
     for name, text in warnings:
-        _say(f"selcal: warning: {name}: {text}")
+        line = f"selcal: warning: {name}: {text}"
+        if width is None or len(line) <= width:
+            _say(line)
+            continue
+        import textwrap  # check and compare: a CI log shows 100 columns
+
+        for part in textwrap.wrap(printable(line), width=width, subsequent_indent="  ", break_long_words=False):
+            typer.echo(part, err=True)
 
 
 def _wants_profile(kinds) -> bool:
@@ -602,13 +614,8 @@ def _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout: li
         _fail(_write_error(exc))
     if not quiet and not to_stdout:
         report.render(_report_console(), show_all=show_all)
-    show_warnings(report.warnings, no_warnings)
+    show_warnings(report.warnings, no_warnings, width=100)
     raise typer.Exit(report.exit_code)
-
-
-def _all_rule(quiet, *outputs):
-    """--all of check/compare: only the terminal table has rows to leave out."""
-    return ("show_all", "--all", not quiet and "-" not in outputs, "no table is shown with -q or an output to '-'")
 
 
 def _report_console():
@@ -630,13 +637,14 @@ def check(
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
     maximum: Optional[List[str]] = typer.Option(None, "--max", metavar="METRIC=VALUE", help="Upper bound on the current value. " + _BOUND_HELP),
     minimum: Optional[List[str]] = typer.Option(None, "--min", metavar="METRIC=VALUE", help="Lower bound on the current value. " + _BOUND_HELP),
-    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Compare only these metrics with the baseline (repeatable; default all)."),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics against the baseline (repeatable; default: accuracy, and AURC and ECE of the first score)."),
+    allow_other_data: bool = typer.Option(False, "--allow-other-data", help="Judge against a baseline evaluated on other data (refused otherwise)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the report as JSON to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown (a PR comment) to PATH; '-' for stdout."),
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No table on the terminal (warnings still go to stderr)."),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
-    show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
+    show_all: bool = typer.Option(False, "--all", help="Judge and show every metric of every score (default: the primary metrics)."),
 ):
     """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
     from . import checks
@@ -652,11 +660,12 @@ def check(
         current_data = checks.load_result(current)
         baseline_data = checks.load_result(baseline) if baseline is not None else None
         report = checks.check(current_data, baseline_data, tolerances=tolerances, maxima=maxima, minima=minima,
-                              only=only, current_path=str(current), baseline_path=str(baseline))
+                              only=only, current_path=str(current), baseline_path=str(baseline),
+                              all_metrics=show_all and baseline is not None, allow_other_data=allow_other_data)
     except SelcalError as exc:
         _fail(str(exc))
     _note_ignored(ctx, [("metric", "--metric", baseline is not None, "it restricts the comparison with --baseline"),
-                        _all_rule(quiet, json_path, markdown_path, junit_path)])
+                        ("allow_other_data", "--allow-other-data", baseline is not None, "no --baseline")])
     _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
 
 
@@ -671,7 +680,8 @@ def compare(
     confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals."),
     seed: int = _shared("seed"),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", metavar="METRIC=VALUE", help="Absolute worsening allowed (default 0). " + _BOUND_HELP),
-    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge only these metrics (repeatable; default all)."),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics (repeatable; default: accuracy, and AURC and ECE of the first score)."),
+    allow_other_data: bool = typer.Option(False, "--allow-other-data", help="Pair rows by position even when the two dumps hold other labels or ids (refused otherwise)."),
     label_col: Optional[str] = _shared("label_col"),
     logits_col: Optional[str] = _shared("logits_col"),
     ignore_label: Optional[int] = _shared("ignore_label"),
@@ -683,7 +693,7 @@ def compare(
     junit_path: Optional[str] = typer.Option(None, "--junit", help="Write the report as JUnit XML to PATH."),
     quiet: bool = _shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=_NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
-    show_all: bool = typer.Option(False, "--all", help="Show every metric; by default only those that failed or were close (within 10% of a bound, a tolerance or separate intervals)."),
+    show_all: bool = typer.Option(False, "--all", help="Judge and show every metric of every score (default: the primary metrics)."),
     **numbers: Any,  # the options that change a number (_NUMBERS): read through _options(ctx)
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
@@ -702,10 +712,10 @@ def compare(
                 logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed,
                 confidence=confidence, tolerances=tolerances, only=only, progress=progress,
                 pixels_per_image=pixels_per_image, input_kind=input_kind, ood_label=ood_label,
+                all_metrics=show_all, allow_other_data=allow_other_data,
             )
     except SelcalError as exc:
         _fail(str(_flag_error(exc) if isinstance(exc, OptionError) else exc))
-    _note_ignored(ctx, [_all_rule(quiet, json_path, markdown_path, junit_path)])
     _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
 
 
@@ -765,6 +775,9 @@ def ensemble(
     if not quiet:
         _say(f"selcal: wrote {out}: {summary.n_rows} rows, K = {summary.num_classes}, "
              f"{len(summary.members)} members aligned by {summary.aligned_by}")
+    if summary.aligned_by == "order":
+        _say("selcal: note: members aligned by row order (no 'id' column): row i of every member is taken to be "
+             "the same example")
 
 
 @app.command()

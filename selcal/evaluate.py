@@ -25,7 +25,7 @@ from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, mode
 from .pipeline.measure import (data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays,  # noqa: F401
                                scores_for_input, with_input)
 from .pipeline.reduce import RowReduction, ScoreRows, _probability_terms, in_top_k, reduce_rows  # noqa: F401
-from .pipeline.split import (SharedRows, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
+from .pipeline.split import (SharedRows, _model_name, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
                              split_plan, split_rows)
 from .pipeline.stream import evaluate_confidences, evaluate_source  # noqa: F401
 
@@ -153,7 +153,7 @@ def evaluate_arrays(
     val_labels=None,
     *,
     options: Options | None = None,
-    name: str = "model",
+    name: str | None = None,
     groups=None,
     ignore_label: int | None = None,
     ids=None,
@@ -185,7 +185,9 @@ def evaluate_arrays(
     labels, val_labels : (N,) integers 0 .. K-1 (bool and whole floats are read as integers).
     options : :class:`Options`; or give its fields as keyword arguments, e.g.
         ``scores="msp,temp"``, ``bins=20``, ``risks=[0.01]``, ``p_grid="1-10"``, ``seed=1``.
-    name : the model's name in the result.
+    name : the model's name in the result; by default the stem of ``path`` when given, else
+        ``"model"``. Results gathered in one :class:`EvaluationResult` never share a name: a
+        name already taken is numbered (``model``, ``model 2``, ...), so give each its own.
     groups : (N,) a group per row (e.g. the source data set): per-group metrics, as ``--group-col``.
     ignore_label : rows with this label are dropped and counted (as ``--ignore-label``).
     input_kind : what ``logits`` hold, ``logits``, ``probs`` or ``logprobs`` (as ``--input``;
@@ -226,6 +228,7 @@ def evaluate_arrays(
                                                      ignore_label=ignore_label, input_kind=input_kind or test.input,
                                                      ood_label=ood_label)
     options, dropped = scores_for_input(options, test.input, "logits")
+    name = name or (_model_name(path) if path else "model")
     model = with_input(evaluate_dump(test, val, options=options, name=name, progress=progress), test.input, dropped)
     model.path = path
     if val is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .io.base import splitmix64
 
-__all__ = ["id_hashes", "position_hashes", "identity_hashes", "fingerprint"]
+__all__ = ["id_hashes", "position_hashes", "identity_hashes", "fingerprint", "same_data"]
 
 _CHUNK_CODES = 1 << 22  # code points hashed at once (32 MB of uint64)
 
@@ -83,3 +83,46 @@ def identity_hashes(n: int, ids, seed: int, purpose: str = "holdout") -> np.ndar
     if len(ids) != n:
         raise ValueError(f"{len(ids)} ids for {n} rows")
     return id_hashes(ids, seed, purpose)
+
+
+def _hex(value) -> str:
+    return f"{int(value):016x}"
+
+
+def fingerprint(labels, ids=None) -> dict:
+    """What a result was evaluated on: ``{"rows": N, "labels": hex, "ids": hex}`` (``ids`` only
+    when the rows have ids), stored in every model's JSON (CONVENTIONS.md, "Comparisons on
+    common ground"). Two results were evaluated on the same rows exactly when their fingerprints
+    are equal (but for a 2**-64 chance).
+
+    Without ids, ``labels`` is the first 64 bits of the SHA-256 of the labels in row order
+    (int64, little-endian). With ids, the rows are known by id, so both hashes ignore the order:
+    ``labels`` = Σ splitmix64(h(id) ^ splitmix64(label)) and ``ids`` = Σ h(id) (sums mod 2**64,
+    h = :func:`id_hashes` with seed 0 and purpose "fingerprint"): the labels in id order,
+    without sorting.
+
+    Examples
+    --------
+    >>> a = fingerprint(np.array([3, 1, 2]), np.array(["x", "y", "z"]))
+    >>> a == fingerprint(np.array([2, 3, 1]), np.array(["z", "x", "y"])), a["rows"]
+    (True, 3)
+    >>> fingerprint(np.array([3, 1, 2]))["labels"] == fingerprint(np.array([1, 3, 2]))["labels"]
+    False
+    """
+    labels = np.ascontiguousarray(np.asarray(labels, dtype="<i8"))
+    out: dict = {"rows": int(labels.size)}
+    if ids is None:
+        out["labels"] = hashlib.sha256(labels.tobytes()).hexdigest()[:16]
+        return out
+    hashed = id_hashes(ids, 0, "fingerprint")
+    with np.errstate(over="ignore"):
+        out["labels"] = _hex(splitmix64(hashed ^ splitmix64(labels.view(np.uint64))).sum(dtype=np.uint64))
+        out["ids"] = _hex(hashed.sum(dtype=np.uint64))
+    return out
+
+
+def same_data(a: dict | None, b: dict | None) -> bool | None:
+    """Whether two fingerprints name the same rows; None when either is missing (an older result)."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    return all(a.get(key) == b.get(key) for key in ("rows", "labels", "ids"))

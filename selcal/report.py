@@ -239,8 +239,10 @@ def _board_columns() -> dict[str, tuple]:
                 columns[column.key] = (column.header, column.kind, column.lower_is_better)
             elif column.place == "summary":
                 summary.append(column)
-    columns["best_posthoc"] = ("best", "text", None)
-    columns["aurc_best_posthoc"] = ("best AURC", "pct", True)
+    columns["best_score"] = ("best score", "text", None)
+    columns["aurc_best_score"] = ("its AURC", "pct", True)
+    columns["best_posthoc"] = ("best post-hoc", "text", None)  # (CSV_ONLY: in the CSV, not the tables)
+    columns["aurc_best_posthoc"] = ("post-hoc AURC", "pct", True)
     for column in sorted(summary, key=lambda c: c.rank):
         columns[column.key] = (column.header, column.kind, column.lower_is_better)
     return columns
@@ -286,9 +288,9 @@ LEADERBOARD_COLUMNS = _Columns()  # column: (short header, kind, lower is better
 
 
 def _leaderboard_note(columns, rows=()) -> str:
-    notes = ["AURC of each score"] if any(c.startswith("aurc_") and c != "aurc_best_posthoc" for c in columns) else []
-    if "aurc_best_posthoc" in columns:
-        notes.append("the best post-hoc score (one fitted on validation rows) and its AURC")
+    notes = ["AURC of each score"] if any(c.startswith("aurc_") and c not in _BEST for c in columns) else []
+    if "aurc_best_score" in columns:
+        notes.append("best score: the lowest AURC of every evaluated score (msp included), and that AURC")
     extras = {column.key: column for column in _board_extras()}
     notes += [extras[c].note for c in columns if c in extras and extras[c].note]
     note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + "".join(
@@ -309,14 +311,21 @@ def _row_extras() -> tuple[str, ...]:
     return ("warnings", "sweep", *(c.flag_key for c in _board_extras() if c.flag_key))
 
 
-def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
-                sweep: str | None = None) -> list[dict[str, Any]]:
-    """One row per model: accuracy, AURC of every score, the best post-hoc score, the gain
-    from pnorm over MSP (positive = pnorm better) and ECE before and after temperature.
+_BEST = ("aurc_best_score", "aurc_best_posthoc")
+CSV_ONLY = ("best_posthoc", "aurc_best_posthoc")  # in the CSV (and sortable), not in the tables
+DEFAULT_SORT = "aurc_best_score"
 
-    Sorted by ``sort_by``, best first (direction-aware); undefined values last. ``sweep``:
-    the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
-    ``--sweep NAME``), added as the column NAME after the model's name and sortable (ascending).
+
+def leaderboard(result: EvaluationResult, sort_by: str | None = None,
+                sweep: str | None = None) -> list[dict[str, Any]]:
+    """One row per model: accuracy, AURC of every score, the best score of all (msp included)
+    and the best post-hoc one (fitted on validation rows) with their AURC, and the columns the
+    registry's entries add (the gain from pnorm over MSP, ECE before and after temperature, ...).
+
+    Sorted by ``sort_by`` (any column of the CSV), best first (direction-aware); undefined values
+    last; by default by the swept value with ``sweep`` (ascending), else by the best score's AURC.
+    ``sweep``: the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
+    ``--sweep NAME``), added as the column NAME after the model's name.
     """
     from .errors import SelcalError
 
@@ -324,16 +333,21 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
                                        if "column" in model.scores[name]))
     if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _row_extras() or sweep.startswith("aurc_")):
         raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
-    if sort_by not in LEADERBOARD_COLUMNS and sort_by not in (f"aurc_{name}" for name in column_scores) \
-            and sort_by != sweep:
-        choices = ", ".join([*LEADERBOARD_COLUMNS, *([sweep] if sweep else [])])
-        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {choices}")
+    if sort_by is None:
+        sort_by = sweep or DEFAULT_SORT
+    sortable = [*LEADERBOARD_COLUMNS, *(c for c in _row_extras() if c != "sweep"),
+                *(f"aurc_{name}" for name in column_scores), *([sweep] if sweep else [])]
+    deferred = not result.models and sort_by.startswith("aurc_")  # checked before the work: columns unknown yet
+    if sort_by not in sortable and not deferred:
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)}")
     rows = []
     for model in result.models:
         scores = model.scores
         aurc = {name: scores[name]["aurc"] for name in scores}
         posthoc = {name: aurc[name] for name in aurc if name in REGISTRY and REGISTRY[name].needs_fit}
         best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
+        defined = {name: value for name, value in aurc.items() if value is not None}
+        best_any = min(defined, key=lambda name: (defined[name], name)) if defined else None
         row = {
             "model": model.name,
             **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
@@ -341,6 +355,8 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
             "top5_accuracy": model.top5_accuracy,
             **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
             **{f"aurc_{name}": aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
+            "best_score": best_any,
+            "aurc_best_score": defined.get(best_any) if best_any else None,
             "best_posthoc": best,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
             "warnings": list(model.warnings),
@@ -353,7 +369,7 @@ def leaderboard(result: EvaluationResult, sort_by: str = "aurc_best_posthoc",
     lower_is_better = _column_info(sort_by)[2]
 
     def key(row):
-        value = row[sort_by]
+        value = len(row["warnings"]) if sort_by == "warnings" else row[sort_by]
         if value is None:
             return (1, 0)
         if isinstance(value, str) or lower_is_better is None:
@@ -368,6 +384,8 @@ def _column_info(column: str) -> tuple:
     file; any other name is a swept hyperparameter (``--sweep NAME``): a number, sorted ascending."""
     if column in LEADERBOARD_COLUMNS:
         return LEADERBOARD_COLUMNS[column]
+    if column in _row_extras():  # warnings (a count: fewer first) and the entries' flags (e.g. pnorm_fallback)
+        return (column, "num", True if column == "warnings" else None)
     return (column[len("aurc_"):], "pct", True) if column.startswith("aurc_") else (column, "num", None)
 
 
@@ -375,8 +393,8 @@ def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
     """The columns some row has a value for: the fixed ones, then the AURC of each column score."""
     extra = [c for c in dict.fromkeys(k for row in rows for k in row)
              if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
-    fixed = list(LEADERBOARD_COLUMNS)
-    at = fixed.index("best_posthoc")
+    fixed = [c for c in LEADERBOARD_COLUMNS if c not in CSV_ONLY]
+    at = fixed.index("best_score")
     return [c for c in fixed[:1] + _swept(rows) + fixed[1:at] + extra + fixed[at:]
             if any(row.get(c) is not None for row in rows)]
 
@@ -493,7 +511,7 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     optional = {f"aurc_{name}" for name in REGISTRY if name not in DEFAULT_SCORES}
     columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
     flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
-    at = columns.index("best_posthoc")
+    at = columns.index("best_score")
     columns[at:at] = [c for c in _shown_columns(rows) if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
     columns[1:1] = _swept(rows)  # the swept hyperparameter, after the model
     schema = {}

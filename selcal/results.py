@@ -77,6 +77,27 @@ class ModelResult:
         return to_jsonable(out)
 
 
+def _unique_names(models: list) -> list:
+    """The models, those whose name an earlier one already has renamed ``NAME 2``, ``NAME 3``, ...
+    (a copy: the caller's result keeps its name), so a leaderboard, a legend or the HTML report
+    never shows two models under one name (e.g. several ``evaluate_arrays`` results named "model")."""
+    from dataclasses import replace
+
+    used = {m.name for m in models}
+    seen: set = set()
+    out = []
+    for model in models:
+        if model.name in seen:
+            number = 2
+            while f"{model.name} {number}" in used:
+                number += 1
+            model = replace(model, name=f"{model.name} {number}")
+            used.add(model.name)
+        seen.add(model.name)
+        out.append(model)
+    return out
+
+
 @dataclass
 class EvaluationResult:
     """The result of ``selcal.evaluate`` and ``selcal.evaluate_arrays``: one :class:`ModelResult`
@@ -91,8 +112,8 @@ class EvaluationResult:
     options: Any = None
 
     def __post_init__(self):
-        self.models = [m for item in self.models
-                       for m in (item.models if isinstance(item, EvaluationResult) else [item])]
+        self.models = _unique_names([m for item in self.models
+                                     for m in (item.models if isinstance(item, EvaluationResult) else [item])])
 
     def __getattr__(self, name: str):
         models = self.__dict__.get("models")

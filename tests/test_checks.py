@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from xml.etree import ElementTree
 
 import numpy as np
@@ -142,23 +144,33 @@ def test_every_metric_of_the_json_has_a_direction_or_is_not_a_metric(files):
 def test_worse_by_more_than_the_tolerance_without_intervals_is_a_regression():
     base = result_dict({"aurc": 0.050, "auroc": 0.90}, bootstrap=False)
     cur = result_dict({"aurc": 0.052, "auroc": 0.91}, bootstrap=False)
-    report = checks.check(cur, base)
+    assert statuses(checks.check(cur, base)) == {"accuracy": "same", "msp.aurc": "REGRESSION"}  # the primary ones
+    report = checks.check(cur, base, all_metrics=True)
     assert statuses(report) == {"accuracy": "same", "error": "same", "msp.aurc": "REGRESSION", "msp.auroc": "better"}
     assert report.exit_code == 1 and any("no bootstrap intervals" in n for n in report.notes)
     tolerant = checks.check(cur, base, tolerances=checks.parse_bounds(["aurc=0.002"], "--tolerance"))
     assert statuses(tolerant)["msp.aurc"] == "worse, within tolerance" and tolerant.exit_code == 0
 
 
-def test_with_intervals_only_a_worsening_the_intervals_confirm_is_a_regression():
+def test_with_intervals_only_a_significant_worsening_is_a_regression():
+    """p-values from the intervals (selcal.gate), Holm over the tested metrics: with two tested,
+    0.013 and 0.019 fail neither (0.013 > 0.025 / 2); 0.0013 and 0.0003 fail both."""
     base = result_dict({"aurc": 0.050, "auroc": 0.90}, {"aurc": [0.045, 0.055], "auroc": [0.88, 0.92]})
     overlap = result_dict({"aurc": 0.058, "auroc": 0.87}, {"aurc": [0.053, 0.063], "auroc": [0.85, 0.89]})
     apart = result_dict({"aurc": 0.062, "auroc": 0.85}, {"aurc": [0.056, 0.068], "auroc": [0.83, 0.87]})
-    assert statuses(checks.check(overlap, base))["msp.aurc"] == "worse, intervals overlap"
-    assert statuses(checks.check(overlap, base))["msp.auroc"] == "worse, intervals overlap"
-    report = checks.check(apart, base)
+    report = checks.check(overlap, base, all_metrics=True)
+    assert statuses(report)["msp.aurc"] == statuses(report)["msp.auroc"] == "worse, not significant"
+    rows = {r.metric: r for r in report.rows}
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(0.975)
+    for key, worse, widths in (("msp.aurc", 0.008, (0.01, 0.01)), ("msp.auroc", 0.03, (0.04, 0.04))):
+        se = math.sqrt(sum((w / (2 * z)) ** 2 for w in widths))
+        assert rows[key].p_value == pytest.approx(1 - normal.cdf(worse / se), rel=1e-9)
+    report = checks.check(apart, base, all_metrics=True)
     assert statuses(report)["msp.aurc"] == "REGRESSION" and statuses(report)["msp.auroc"] == "REGRESSION"
     # ... and it must also exceed the tolerance.
-    tolerant = checks.check(apart, base, tolerances=checks.parse_bounds(["msp.aurc=0.02", "auroc=0.1"], "--tolerance"))
+    tolerant = checks.check(apart, base, tolerances=checks.parse_bounds(["msp.aurc=0.02", "auroc=0.1"], "--tolerance"),
+                            all_metrics=True)
     assert tolerant.exit_code == 0
 
 
@@ -166,7 +178,7 @@ def test_a_metric_without_interval_in_bootstrapped_files_is_judged_only_with_a_t
     base = result_dict({"aurc": 0.050}, {"aurc": [0.045, 0.055]})
     cur = result_dict({"aurc": 0.050}, {"aurc": [0.045, 0.055]})
     base["models"][0]["cece"], cur["models"][0]["cece"] = 0.010, 0.013  # class-wise ECE has no interval
-    assert statuses(checks.check(cur, base))["cece"].startswith("worse, no interval")
+    assert statuses(checks.check(cur, base, all_metrics=True))["cece"].startswith("worse, no interval")
     named = checks.check(cur, base, tolerances=checks.parse_bounds(["cece=0.001"], "--tolerance"))
     assert statuses(named)["cece"] == "REGRESSION"
 
@@ -192,7 +204,7 @@ def test_bounds_on_the_current_value():
 # ================================================================ 2. check via the CLI
 def test_check_passes_on_an_identical_baseline(files, tmp_path):
     outputs = {"--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md", "--junit": tmp_path / "r.xml"}
-    result = run("check", files["good.json"], "--baseline", files["good.json"],
+    result = run("check", files["good.json"], "--baseline", files["good.json"], "--all",
                  *[x for option, path in outputs.items() for x in (option, path)])
     assert result.exit_code == 0, result.stdout
     assert "PASS" in result.stdout
@@ -207,7 +219,7 @@ def test_check_passes_on_an_identical_baseline(files, tmp_path):
 def test_check_fails_on_a_model_made_worse_on_purpose(files, tmp_path):
     md, xml = tmp_path / "r.md", tmp_path / "r.xml"
     result = run("check", files["worse.json"], "--baseline", files["good.json"], "--markdown", md, "--junit", xml,
-                 "--json", "-")
+                 "--json", "-", "--all")
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     failed = {row["metric"] for row in report["rows"] if row["failed"]}
@@ -227,6 +239,8 @@ def test_check_does_not_fail_on_a_resampled_copy_within_its_interval(files):
     assert copy["aurc"] != base["aurc"]
     assert base["ci"]["aurc"][0] <= copy["aurc"] <= base["ci"]["aurc"][1]
     result = run("check", files["copy.json"], "--baseline", files["good.json"])
+    assert result.exit_code == 2 and "other data" in result.stderr  # a resample is other rows
+    result = run("check", files["copy.json"], "--baseline", files["good.json"], "--allow-other-data", "--all")
     assert result.exit_code == 0, result.stdout
 
 
@@ -238,7 +252,8 @@ def test_fresh_samples_of_the_same_model_rarely_fail():
         model = selcal.evaluate_arrays(logits, labels, val_logits, val_labels, name="m")
         return json.loads(add_intervals(selcal.EvaluationResult([model], selcal.Options()), resamples=200).to_json())
 
-    failing = sum(checks.check(result(2 * i + 1), result(2 * i)).exit_code for i in range(20))
+    failing = sum(checks.check(result(2 * i + 1), result(2 * i), allow_other_data=True, all_metrics=True).exit_code
+                  for i in range(20))
     assert failing <= 3
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import selcal
 from selcal import checks
-from selcal.report import METRIC_NAMES, leaderboard, leaderboard_csv, leaderboard_markdown, metric_name, render_leaderboard
+from selcal.report import METRIC_NAMES, leaderboard, leaderboard_csv, leaderboard_markdown, metric_label, metric_name, render_leaderboard
 
 from conftest import make_data
 
@@ -75,7 +75,9 @@ def test_the_leaderboard_marks_the_models_with_warnings_and_lists_them(cli, dump
     rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith(("clean", "small"))}
     assert "(!)" in rows["small"] and "(!)" not in rows["clean"]
     assert "(!): the model has warnings" in result.stdout
-    assert _stderr_warnings(result) and all(" small: " in line for line in _stderr_warnings(result))
+    model_lines = [line for line in _stderr_warnings(result) if "not evaluated on the same rows" not in line]
+    assert model_lines and all(" small: " in line for line in model_lines)
+    assert len(_stderr_warnings(result)) == len(model_lines) + 1  # and: the two files hold other rows
     markdown = cli("evaluate", clean, small, "--scores", "msp,max_logit", "--markdown", "-", "--no-warnings")
     assert markdown.stderr == ""
     assert "small (!)" in markdown.stdout and "**Warnings**" in markdown.stdout and "- small: only" in markdown.stdout
@@ -183,10 +185,11 @@ def test_one_set_of_metric_names_in_the_table_the_intervals_and_check(cli, dumps
     assert set(intervals) <= set(main), set(intervals) - set(main)
     report = cli("check", out, "--baseline", out, "--all", env={"COLUMNS": "200"})
     names = {line.split("│")[0].strip() for line in report.stdout.splitlines() if "│" in line}
-    for key in ("aurc", "cov@0.01", "ece", "aece"):
-        assert f"msp {metric_name(key)}" in names
-        assert any(label.startswith(metric_name(key)) for label in main)
-    assert "msp AURC" in names and "accuracy" in names and "NLL" in names and "NLL" in main and "msp.aurc" not in report.stdout
+    for key in ("aurc", "cov@0.01", "ece", "aece"):  # the evaluate table's names and units, the score in front
+        assert f"msp {metric_label(key)}" in names
+        assert metric_label(key) in main
+    assert "msp AURC (%)" in names and "accuracy (%)" in names and "NLL" in names and "NLL" in main
+    assert "msp.aurc" not in report.stdout
     assert set(METRIC_NAMES) >= {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll", "brier"}
 
 
@@ -244,7 +247,7 @@ def test_junit_survives_dotted_model_names_and_skips_what_it_cannot_judge():
                    {"aurc": [0.04, 0.06], "auroc": [0.88, 0.92]})
     cur = _result("lspair_alpha0.1", {"aurc": 0.08, "auroc": None, "cece": 0.013},
                   {"aurc": [0.07, 0.09], "auroc": None}, warnings=["only 57 evaluation rows"])
-    report = checks.check(cur, base)
+    report = checks.check(cur, base, all_metrics=True)
     xml = JUnitXml.fromstring(report.to_junit())
     suites = list(xml) if not hasattr(xml, "classname") else [xml]
     cases = {case.name: case for suite in suites for case in suite}
@@ -310,14 +313,15 @@ def test_check_shows_failed_and_close_rows_by_default_and_all_with_all(cli, tmp_
     result = cli(*args)
     assert result.exit_code == 1
     shown = {line.split("│")[0].strip() for line in result.stdout.splitlines() if "│" in line}
-    assert shown == {"msp AURC", "msp ECE"}  # failed, close (0.0009 of 0.001); not AUROC, accuracy, error
-    assert "(close)" in result.stdout and "shown: 1 failed and 1 close of 6 metrics" in result.stdout
+    assert shown == {"accuracy (%)", "msp AURC (%)", "msp ECE (%)"}  # the primary metrics, all shown (few)
+    assert "(close)" in result.stdout  # ECE: 0.0009 of a tolerance of 0.001
     markdown = cli(*args, "--markdown", "-").stdout
     close = markdown[markdown.index("**Close**"):markdown.index("<details>")]
     assert "msp ECE" in close and "msp AURC" not in close
     every = cli(*args, "--all")
     shown = {line.split("│")[0].strip() for line in every.stdout.splitlines() if "│" in line}
-    assert shown == {"msp AURC", "msp ECE", "msp AUROC", "accuracy", "error", "class-wise ECE"}
+    assert shown == {"msp AURC (%)", "msp ECE (%)", "msp AUROC (%)", "accuracy (%)", "error (%)",
+                     "class-wise ECE (%)"}
     assert "--all shows" not in every.stdout and "shown:" not in every.stdout
 
 
@@ -400,12 +404,11 @@ def test_check_and_compare_name_their_ignored_options(cli, tmp_path, dumps):
     current.write_text(json.dumps(_result("m", {"aurc": 0.05, "auroc": 0.9})))
     result = cli("check", current, "--max", "aurc=1", "--metric", "aurc", "--all", "-q")
     assert result.exit_code == 0
-    assert _notes(result) == [NOTE + "--metric (it restricts the comparison with --baseline); "
-                                     "--all (no table is shown with -q or an output to '-')"]
+    assert _notes(result) == [NOTE + "--metric (it restricts the comparison with --baseline)"]
     logits, labels = make_data(n=300, seed=8)
     a = dumps.npz("a.npz", logits, labels)
     compared = cli("compare", a, a, "--bootstrap", "20", "--all", "--json", "-")
-    assert _notes(compared) == [NOTE + "--all (no table is shown with -q or an output to '-')"]
+    assert _notes(compared) == []  # --all judges every metric, whether a table is shown or not
 
 
 # ======================================================================== 9. progress bars

@@ -185,3 +185,163 @@ def test_plain_part_folders_still_have_no_split(tmp_path):
     write(tmp_path / "shards/part-0.parquet", logits[:5000], labels[:5000], ids[:5000])
     write(tmp_path / "shards/part-1.parquet", logits[5000:], labels[5000:], ids[5000:])
     assert selcal.evaluate(str(tmp_path / "shards")).models[0].split == "holdout"
+
+
+# ============================================================ results that know their data
+def test_every_models_json_has_the_fingerprint_of_its_evaluation_rows(tmp_path, cli):
+    logits, labels, ids, _ = sample(split="test")
+    with_ids = write(tmp_path / "ids.parquet", logits, labels, ids)
+    without = write(tmp_path / "plain.parquet", logits, labels)
+    split = selcal.evaluate(str(CE)).to_dict()["models"][0]["fingerprint"]
+    assert split["rows"] == 10000 and set(split) == {"rows", "labels", "ids"}
+    for path in (with_ids, without):
+        memory = selcal.evaluate(path, stream=False).to_dict()["models"][0]
+        streamed = selcal.evaluate(path, stream=True).to_dict()["models"][0]
+        assert memory["fingerprint"] == streamed["fingerprint"]
+        assert memory["fingerprint"]["rows"] == memory["n_eval"] == 8000
+        assert ("ids" in memory["fingerprint"]) == (path == with_ids)
+    # the same rows in another order: with ids the same fingerprint, without ids another one
+    perm = np.random.default_rng(1).permutation(labels.size)
+    shuffled = write(tmp_path / "shuffled.parquet", logits[perm], labels[perm], ids[perm])
+    assert (selcal.evaluate(shuffled).models[0].extra["fingerprint"]
+            == selcal.evaluate(with_ids).models[0].extra["fingerprint"])
+    # arrays: the fingerprint of the rows given (errors-top numbering is not an id)
+    model = selcal.evaluate_arrays(logits, labels, scores=("msp",))
+    assert model.extra["fingerprint"] == selcal.evaluate(without, scores=("msp",)).models[0].extra["fingerprint"]
+    numbered = cli("evaluate", without, "--errors-top", "3", "--errors-csv", tmp_path / "e.csv", "--json", "-")
+    assert json.loads(numbered.stdout)["models"][0]["fingerprint"] == \
+        selcal.evaluate(without).models[0].extra["fingerprint"]
+
+
+def test_leaderboard_of_other_rows_warns_naming_the_models(tmp_path, cli):
+    logits, labels, _, _ = sample(split="test")
+    a = write(tmp_path / "a.parquet", logits, labels)
+    b = write(tmp_path / "b.parquet", logits + np.float32(1), labels)
+    c = write(tmp_path / "c.parquet", logits[:9000], labels[:9000])
+    same = cli("evaluate", a, b, "-q")
+    assert same.exit_code == 0 and "not evaluated on the same rows" not in same.stderr
+    other = cli("evaluate", a, b, c, "-q")
+    warning = [line for line in other.stderr.splitlines() if "not evaluated on the same rows" in line]
+    assert len(warning) == 1 and "c differs from a, b" in warning[0], other.stderr
+    assert "not evaluated" not in cli("evaluate", a, b, c, "-q", "--no-warnings").stderr
+
+
+def _json(cli, tmp_path, name, path, *args):
+    out = tmp_path / f"{name}.json"
+    result = cli("evaluate", path, "--json", out, "-q", *args)
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+def test_check_refuses_a_baseline_of_other_data_unless_allowed(tmp_path, cli):
+    logits, labels, ids, _ = sample(split="test")
+    base = _json(cli, tmp_path, "base", write(tmp_path / "a.parquet", logits, labels, ids))
+    relabelled = labels.copy()
+    relabelled[:50] = (relabelled[:50] + 1) % 10  # same N, same K, same split rule: other data
+    other = _json(cli, tmp_path, "other", write(tmp_path / "b.parquet", logits, relabelled, ids))
+    result = cli("check", other, "--baseline", base)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "evaluated on other data" in result.stderr and "--allow-other-data" in result.stderr
+    allowed = cli("check", other, "--baseline", base, "--allow-other-data")
+    assert allowed.exit_code in (0, 1) and "--allow-other-data" in " ".join(allowed.stdout.split())
+    # a baseline written before fingerprints existed: judged as before
+    old = json.loads(base.read_text())
+    old["models"][0].pop("fingerprint")
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert cli("check", base, "--baseline", tmp_path / "old.json").exit_code == 0
+
+
+def test_compare_refuses_other_data_and_notes_rows_aligned_by_order(tmp_path, cli):
+    logits, labels, _, _ = sample(split="test")
+    a = write(tmp_path / "a.parquet", logits, labels)
+    relabelled = labels.copy()
+    relabelled[:50] = (relabelled[:50] + 1) % 10
+    b = write(tmp_path / "b.parquet", logits, relabelled)
+    refused = cli("compare", a, b, "--bootstrap", "20", "--scores", "msp")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--allow-other-data" in refused.stderr
+    allowed = cli("compare", a, b, "--bootstrap", "20", "--scores", "msp", "--allow-other-data")
+    assert allowed.exit_code in (0, 1), allowed.stderr
+    text = " ".join(allowed.stdout.split())  # notes are wrapped at 100 columns
+    assert "rows aligned by their order" in text and "not on the same data" in text
+    by_id = cli("compare", CE, FOCAL, "--bootstrap", "20", "--scores", "msp")
+    assert by_id.exit_code == 0 and "aligned by their order" not in by_id.stdout
+
+
+def test_ensemble_of_members_without_ids_says_they_are_aligned_by_order(tmp_path, cli):
+    logits, labels, ids, _ = sample(split="test")
+    a = write(tmp_path / "a.parquet", logits, labels)
+    b = write(tmp_path / "b.parquet", logits * np.float32(0.5), labels)
+    result = cli("ensemble", a, b, "--out", tmp_path / "e.parquet", "-q")
+    assert result.exit_code == 0 and "aligned by row order" in result.stderr
+    a = write(tmp_path / "ai.parquet", logits, labels, ids)
+    b = write(tmp_path / "bi.parquet", logits * np.float32(0.5), labels, ids)
+    assert "aligned by row order" not in cli("ensemble", a, b, "--out", tmp_path / "ei.parquet", "-q").stderr
+
+
+# ============================================================ a leaderboard that says what it means
+def test_best_is_the_best_of_every_score_msp_included_and_labelled_so(tmp_path):
+    from selcal.report import leaderboard, leaderboard_csv, render_leaderboard
+    from rich.console import Console
+
+    result = selcal.evaluate([str(CE), str(FOCAL)], scores="msp,max_logit,temp")
+    rows = leaderboard(result)
+    for row, model in zip(rows, sorted(result.models, key=lambda m: min(s["aurc"] for s in m.scores.values()))):
+        aurc = {name: values["aurc"] for name, values in model.scores.items()}
+        assert row["model"] == model.name
+        assert row["best_score"] == min(aurc, key=aurc.get) and row["aurc_best_score"] == min(aurc.values())
+    focal = next(row for row in rows if "focal" in row["model"])
+    # focal: msp AURC 0.654% < temp 0.661%: the best is msp, which "best post-hoc" could never name
+    assert focal["best_score"] == "msp" and focal["best_posthoc"] == "temp"
+    console = Console(width=160, record=True)
+    render_leaderboard(rows, console)
+    text = console.export_text()
+    assert "best score" in text and "lowest AURC of every evaluated score (msp included)" in text
+    header = leaderboard_csv(rows).splitlines()[0].split(",")
+    assert {"best_score", "aurc_best_score", "best_posthoc", "aurc_best_posthoc"} <= set(header)
+
+
+def test_sort_by_accepts_every_column_of_the_csv(tmp_path, cli):
+    logits, labels, _, _ = sample(split="test")
+    paths = []
+    for i, share in enumerate((0.0, 0.3)):
+        pred = logits.argmax(1)
+        conf = np.where(np.random.default_rng(i).random(labels.size) < share, 0.5, 0.9)
+        table = pa.table({"label": labels, "prediction": pred, "confidence": conf})
+        paths.append(tmp_path / f"conf{i}.parquet")
+        pq.write_table(table, paths[-1])
+    csv_out = cli("evaluate", *paths, "--csv", "-", "--sort-by", "aurc_confidence")
+    assert csv_out.exit_code == 0, csv_out.stderr
+    header = csv_out.stdout.splitlines()[0].split(",")
+    assert "aurc_confidence" in header
+    for column in header:
+        result = cli("evaluate", CE, FOCAL, "--scores", "msp,max_logit", "--sort-by", column, "--csv", "-")
+        assert result.exit_code == 0 or "aurc_confidence" in column, (column, result.stderr)
+
+
+def test_a_sweep_is_ordered_by_the_swept_value_unless_sort_by_says_otherwise(cli):
+    files = sorted(SAMPLES.glob("lspair_alpha*.parquet"))
+    result = cli("evaluate", *files, "--sweep", "alpha", "--scores", "msp,max_logit", "--csv", "-")
+    assert result.exit_code == 0, result.stderr
+    alphas = [float(line.split(",")[1]) for line in result.stdout.splitlines()[1:]]
+    assert alphas == sorted(alphas) == [0.0, 0.05, 0.1, 0.2]
+    by_aurc = cli("evaluate", *files, "--sweep", "alpha", "--scores", "msp,max_logit", "--csv", "-",
+                  "--sort-by", "aurc_msp")
+    header = by_aurc.stdout.splitlines()[0].split(",")
+    aurcs = [float(line.split(",")[header.index("aurc_msp")]) for line in by_aurc.stdout.splitlines()[1:]]
+    assert aurcs == sorted(aurcs)
+
+
+def test_array_results_never_share_the_name_model(tmp_path):
+    logits, labels, _, _ = sample(split="test")
+    a = selcal.evaluate_arrays(logits, labels, scores="msp")
+    b = selcal.evaluate_arrays(logits[::-1], labels[::-1], scores="msp")
+    named = selcal.evaluate_arrays(logits, labels, scores="msp", name="resnet")
+    from_path = selcal.evaluate_arrays(logits, labels, scores="msp", path="runs/vit_b16.parquet")
+    assert a.models[0].name == b.models[0].name == "model" and from_path.models[0].name == "vit_b16"
+    gathered = selcal.EvaluationResult([a, b, named, from_path])
+    assert [m.name for m in gathered.models] == ["model", "model 2", "resnet", "vit_b16"]
+    assert a.models[0].name == "model" and b.models[0].name == "model"  # the callers' results keep theirs
+    from selcal.report import leaderboard
+    assert len({row["model"] for row in leaderboard(gathered)}) == 4

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import calibration, diagnostics, scores, selective
 from ..errors import SelcalError
+from ..identity import fingerprint
 from ..io import Dump
 from ..metrics import catalog
 from ..options import Options
@@ -83,6 +84,7 @@ def measure_arrays(
                       images_of=None if clusters is None or image_names is None else
                       (lambda rows: np.asarray(image_names)[np.asarray(clusters)[rows]]))
     result.clusters = clusters
+    result.extra["fingerprint"] = fingerprint(labels, ids)  # what the numbers were measured on
     return result
 
 
@@ -336,6 +338,8 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         ids=eval_rows.ids,
         image_names=None if eval_rows.images is None or test.image_names is None else test.image_names,
     )
+    if numbered:  # row numbers selcal made are no ids
+        result.extra["fingerprint"] = fingerprint(eval_rows.labels)
     if val is not None:  # after the fit's own warnings, as in evaluate_source
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         result.warnings += leak_warnings(test.path, val.path, shared)

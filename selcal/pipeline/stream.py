@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import SelcalError
+from ..identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message
 from ..options import Options
@@ -134,6 +135,8 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
              "not_available": {"scores": list(options.scores), "metrics": list(_NEED_LOGITS)}}
     if n_ignored:
         extra["n_ignored"] = n_ignored
+    ids = source.id_column()
+    extra["fingerprint"] = fingerprint(labels, None if ids is None else ids if eval_mask is None else ids[eval_mask])
     result = ModelResult(
         name=name or _model_name(source.path), path=source.path, num_classes=None, n_eval=n, n_val=0, split=rule,
         accuracy=float(np.count_nonzero(correct) / n), error=float(np.count_nonzero(~correct) / n),
@@ -200,7 +203,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     groups: list | None = [] if test.has_groups else None
     shared = [0]
     shared_index = None if val is None else SharedRows(val_rows.logits, val_rows.labels)
-    chunks = _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared)
+    seen_labels: list = []  # the evaluation rows' labels, for the fingerprint
+    chunks = ((logits, seen_labels.append(labels) or labels) for logits, labels in
+              _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared))
     result = _measure(chunks, n_classes, states, options=options,
                       name=name or _model_name(test.path),
                       path=test.path, split=rule, n_val=n_val,
@@ -208,6 +213,10 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                       columns={column: values if eval_mask is None else values[eval_mask]
                                for column, values in read_columns(test, options).items()},
                       ids_of=_stream_ids(test, eval_mask))
+    ids = test.id_column()
+    result.extra["fingerprint"] = fingerprint(
+        np.concatenate(seen_labels) if seen_labels else np.zeros(0, np.int64),
+        None if ids is None else ids if eval_mask is None else ids[eval_mask])
     if val is not None:
         result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:
