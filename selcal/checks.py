@@ -430,7 +430,7 @@ class Report:
             table = Table(show_edge=False, pad_edge=False)
             for position, name in enumerate(columns):
                 table.add_column(name, justify="left" if position in (0, len(columns) - 1) else "right",
-                                 no_wrap=0 < position < len(columns) - 1)
+                                 no_wrap=position < len(columns) - 1)
             for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:
                 cells = self._terminal_cells(row)  # the metric's name, then selcal's numbers (an interval on a 2nd line)
                 cells = [terminal(cells[0])] + [terminal(cell, keep="\n") for cell in cells[1:]]
@@ -616,7 +616,7 @@ def _judge(metric: Metric, base: Metric, tolerance: float | None, bootstrapped: 
     if worse_by <= (tolerance or 0.0):
         return "worse, within tolerance", False
     if base.ci is not None and metric.ci is not None:
-        return "worse, not significant", False  # until Holm's procedure over every judged metric says otherwise
+        return "worse, within noise", False  # until Holm's procedure over every judged metric says otherwise
     if bootstrapped and tolerance is None:
         return "worse, no interval: give a --tolerance", False
     return "REGRESSION", True
@@ -835,7 +835,7 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
             improved = ci[1] < 0 if direction == "lower" else ci[0] > 0
             if worse:
                 within = _worse_by(direction, entry["a"], entry["b"]) <= tolerance
-                status = "worse, within tolerance" if within else "worse, not significant"
+                status = "worse, within tolerance" if within else "worse, within noise"
             else:
                 status = "better" if improved else "no significant difference"
         rows.append(Row(f"{model_a.name} -> {model_b.name}", metric.name, direction, "compare", entry["a"], entry["b"],
@@ -849,6 +849,11 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
              _family_note(rows, confidence or 0.95, only, all_metrics)]
     if all_metrics:
         notes.append("class-wise ECE has no interval (not a mean over rows) and is not compared")
+    tested = sum(1 for row in rows if row.p_value is not None)
+    if resamples and tested and 1 / (resamples + 1) > gate.alpha_of(confidence or 0.95) / tested:
+        needed = math.ceil(tested / gate.alpha_of(confidence or 0.95)) - 1
+        notes.append(f"with {resamples} resamples the smallest p-value is 1/{resamples + 1}: too coarse for Holm "
+                     f"over {tested} metrics, so none can fail; give --bootstrap {needed} or more")
     warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
     return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes, warnings)
 

@@ -159,7 +159,7 @@ def test_with_intervals_only_a_significant_worsening_is_a_regression():
     overlap = result_dict({"aurc": 0.058, "auroc": 0.87}, {"aurc": [0.053, 0.063], "auroc": [0.85, 0.89]})
     apart = result_dict({"aurc": 0.062, "auroc": 0.85}, {"aurc": [0.056, 0.068], "auroc": [0.83, 0.87]})
     report = checks.check(overlap, base, all_metrics=True)
-    assert statuses(report)["msp.aurc"] == statuses(report)["msp.auroc"] == "worse, not significant"
+    assert statuses(report)["msp.aurc"] == statuses(report)["msp.auroc"] == "worse, within noise"
     rows = {r.metric: r for r in report.rows}
     normal = statistics.NormalDist()
     z = normal.inv_cdf(0.975)
