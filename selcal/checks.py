@@ -975,7 +975,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
                                      options=options, progress=progress)
     report = compare(model_a, model_b, differences, tolerances=tolerances, only=only, path_a=a.path, path_b=b.path,
                      confidence=confidence, resamples=resamples, seed=seed, all_metrics=all_metrics)
-    if eval_a.ids is None or eval_b.ids is None:
+    if (eval_a.ids is None or eval_b.ids is None) and eval_a.images is None:  # (pixels: by image and position)
         report.notes.append("rows aligned by their order in the files (no 'id' column in both): row i of A is "
                             "taken to be row i of B")
     if labels_differ(eval_a, eval_b):

@@ -23,8 +23,9 @@ from selcal.cli import app
 FLOAT_TYPES = {"float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
 NUMPY_FLOATS = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 
-# Keys that name where a result came from, not what it is.
-PLACE_KEYS = ("name", "path", "val_path")
+# Keys that name where a result came from, not what it is (the fingerprint of the rows differs
+# with their order or their ids, which these comparisons change on purpose).
+PLACE_KEYS = ("name", "path", "val_path", "fingerprint")
 
 
 def make_data(n: int = 400, k: int = 4, seed: int = 1, accuracy: float = 0.75):

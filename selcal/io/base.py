@@ -370,7 +370,11 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonic
         column = column.combine_chunks()
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(_as_text(path, name, column, first_row))
-    values = np.array(_as_text(path, name, column.dictionary, first_row).to_pylist(), dtype=str)
+    try:
+        values = np.array(_as_text(path, name, column.dictionary, first_row).to_pylist(), dtype=str)
+    except UnicodeDecodeError:  # a string column whose bytes are not UTF-8: a damaged file
+        raise _fail(path, name, None, "holds bytes that are not UTF-8 text; was the file truncated or "
+                                      "corrupted?") from None
     indices = column.indices.to_numpy(zero_copy_only=False)
     if canonical is not None:
         mapped = canonical(values)
