@@ -148,11 +148,12 @@ def test_every_output_of_the_cli_shows_it(prior, tmp_path):
     runner.invoke(app, ["evaluate", str(b), "--scores", "msp,prior", "--json", str(tmp_path / "b.json"),
                         "--bootstrap", "20", "-q"])
     checked = runner.invoke(app, ["check", str(tmp_path / "b.json"), "--baseline", str(tmp_path / "a.json"),
-                                  "--metric", "prior.aurc", "--max", "prior.ece=1", "--json", "-"])
+                                  "--metric", "prior.aurc", "--max", "prior.ece=1", "--json", "-",
+                                  "--allow-other-data"])  # (a and b hold other rows: refused without it)
     report = json.loads(checked.stdout)
     assert {r["metric"] for r in report["rows"]} >= {"prior.aurc", "prior.ece"}
     compared = runner.invoke(app, ["compare", str(a), str(a), "--scores", "msp,prior", "--bootstrap", "50",
-                                   "--json", "-"])
+                                   "--json", "-", "--all"])  # (by default: accuracy, msp AURC and ECE)
     assert compared.exit_code == 0, compared.output
     rows = json.loads(compared.stdout)["rows"]
     assert any(r["metric"] == "prior.aurc" and r["difference"] == 0 for r in rows)
