@@ -100,7 +100,7 @@ def simulate(score, correct, n_cal: int, risk: float, delta: float, splits: int,
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--realdata", type=Path, default=Path("/work/shared/realdata"))
+    parser.add_argument("--realdata", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "realdata")
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--delta", type=float, default=0.1)
     parser.add_argument("--risks", default="0.01,0.05")

@@ -17,7 +17,7 @@ import ref_selective  # noqa: E402
 
 import selcal  # noqa: E402
 
-HOLLANCE = Path(__file__).resolve().parents[1].parent.parent / "shared" / "realdata" / "hollance_imagenet_top1"
+HOLLANCE = Path(__file__).resolve().parents[1].parent / "shared" / "realdata" / "hollance_imagenet_top1"
 
 
 def make(n=300, k=10, seed=0):

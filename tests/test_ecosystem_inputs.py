@@ -26,7 +26,7 @@ from selcal.errors import SelcalError
 from selcal.io import read_dump
 
 ROOT = Path(__file__).resolve().parents[1]
-REALDATA = ROOT.parents[1] / "shared" / "realdata"
+REALDATA = ROOT.parent / "shared" / "realdata"  # shared/ beside the clone, as in CI
 LOGS = ROOT / "sample_logits" / "lm_eval"
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

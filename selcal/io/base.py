@@ -188,8 +188,14 @@ class DumpSource:
                 row_bytes = batch.logits.shape[1] * batch.logits.dtype.itemsize
                 capacity = min(self.num_rows, self.logits_bytes // max(row_bytes, 1))
                 logits = np.empty((capacity, batch.logits.shape[1]), dtype=batch.logits.dtype)
-            if seen > self.num_rows or filled + len(batch.labels) > len(logits):
+            if seen > self.num_rows:
                 raise _fail(self.path, None, None, "holds more rows than its metadata says; was it corrupted?")
+            if filled + len(batch.labels) > len(logits):  # wider in memory than stored (e.g. float16 probabilities
+                # read as float64 log p): grown by the rows actually decoded, never beyond the metadata's count
+                grown = np.empty((min(self.num_rows, max(2 * len(logits), filled + len(batch.labels))),
+                                  logits.shape[1]), dtype=logits.dtype)
+                grown[:filled] = logits[:filled]
+                logits = grown
             logits[filled:filled + len(batch.labels)] = batch.logits
             filled += len(batch.labels)
             batch.logits = None  # release the batch's buffer
