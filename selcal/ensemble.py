@@ -86,6 +86,18 @@ def _ids_as_stored(source, ids: np.ndarray) -> pa.Array:
     return pa.array(ids, type=pa.string())
 
 
+def _require_same(path: str, column: str, what: str, first, member, start: int, first_path: str,
+                  aligned_by: str, advice: str, show) -> None:
+    """Refuse, in one line naming the member's first differing row, a batch whose ``what`` values differ
+    from the first member's for the same rows."""
+    differs = first != member
+    if differs.any():
+        i = int(np.flatnonzero(differs)[0])
+        how = "for the same id" if aligned_by == "id" else "at the same row (no id column)"
+        raise SelcalError(f"{path}: column '{column}', row {start + i}: {what} {show(member[i])} but {first_path} "
+                          f"has {show(first[i])} {how}; {advice}")
+
+
 def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None = None) -> EnsembleSummary:
     """Combine the dumps ``paths`` (the same rows, two or more models) into one dump at ``out``.
 
@@ -163,23 +175,13 @@ def ensemble(paths, out, *, label_col: str | None = None, logits_col: str | None
                 if split is not None:
                     split[target] = batch.split
             else:
-                differs = labels[target] != batch.labels
-                if differs.any():
-                    row = rows.start + int(np.flatnonzero(differs)[0])
-                    how = "for the same id" if aligned_by == "id" else "at the same row (no id column)"
-                    raise SelcalError(f"{source.path}: column '{source.label_col}', row {row}: label "
-                                      f"{int(batch.labels[row - rows.start])} but {paths[0]} has "
-                                      f"{int(labels[target][row - rows.start])} {how}; "
-                                      "an ensemble needs the same rows in every member")
+                _require_same(source.path, source.label_col, "label", labels[target], batch.labels, rows.start,
+                              paths[0], aligned_by, "an ensemble needs the same rows in every member",
+                              show=lambda value: str(int(value)))
                 if split is not None and batch.split is not None:
-                    other = split[target] != batch.split
-                    if other.any():
-                        row = rows.start + int(np.flatnonzero(other)[0])
-                        how = "for the same id" if aligned_by == "id" else "at the same row (no id column)"
-                        raise SelcalError(f"{source.path}: column 'split', row {row}: split "
-                                          f"'{batch.split[row - rows.start]}' but {paths[0]} has "
-                                          f"'{split[target][row - rows.start]}' {how}; the members must agree on "
-                                          "which rows fit (val) and which are evaluated (test)")
+                    _require_same(source.path, "split", "split", split[target], batch.split, rows.start, paths[0],
+                                  aligned_by, "the members must agree on which rows fit (val) and which are "
+                                  "evaluated (test)", show=lambda value: f"'{value}'")
                 log_sum[target] = np.logaddexp(log_sum[target], log_p)
             entropy_sum[target] -= scores.negative_entropy(logits)
             member_preds[m, target] = np.argmax(logits, axis=1)

@@ -141,8 +141,26 @@ class Candidate:
     passed: bool
 
 
+class _Selection:
+    """Coverage and selective risk of ``accepted`` rows of ``n``, ``errors`` among them."""
+
+    n: int
+    accepted: int
+    errors: int
+
+    @property
+    def coverage(self) -> float:
+        """Fraction of the rows accepted."""
+        return self.accepted / self.n
+
+    @property
+    def risk(self) -> float | None:
+        """Selective risk; None when nothing is accepted."""
+        return self.errors / self.accepted if self.accepted else None
+
+
 @dataclass(frozen=True)
-class Certificate:
+class Certificate(_Selection):
     """The threshold a method chose on the calibration rows, and what it certifies.
 
     Attributes
@@ -183,33 +201,14 @@ class Certificate:
     def abstain_all(self) -> bool:
         return self.threshold is None
 
-    @property
-    def coverage(self) -> float:
-        """Calibration coverage: fraction of calibration rows accepted."""
-        return self.accepted / self.n
-
-    @property
-    def risk(self) -> float | None:
-        """Calibration selective risk; None when nothing is accepted."""
-        return self.errors / self.accepted if self.accepted else None
-
 
 @dataclass(frozen=True)
-class Applied:
+class Applied(_Selection):
     """A threshold applied to rows: ``n`` rows, ``accepted`` of them, ``errors`` among those."""
 
     n: int
     accepted: int
     errors: int
-
-    @property
-    def coverage(self) -> float:
-        return self.accepted / self.n
-
-    @property
-    def risk(self) -> float | None:
-        """Selective risk; None when nothing is accepted."""
-        return self.errors / self.accepted if self.accepted else None
 
 
 def _curve(score, correct) -> RiskCoverage:
