@@ -26,7 +26,7 @@ from .scores import REGISTRY
 from .errors import OptionError, SelcalError
 from .evaluate import resolve_options
 from .identity import identity_hashes
-from .options import Options
+from .options import Options, split_items
 from .pipeline.measure import INPUT_WORDS, measure_arrays
 from .pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
@@ -48,7 +48,7 @@ def parse_risks(value) -> tuple[float, ...]:
     ((0.01, 0.05), (0.1,))
     """
     if isinstance(value, str):
-        items = [item.strip() for item in value.split(",") if item.strip()]
+        items = split_items(value, "risk")
     elif isinstance(value, (int, float)):
         items = [value]
     else:

@@ -19,7 +19,7 @@ from .scores import REGISTRY, fitted, score_names
 from .scores.fits import PNORM_OBJECTIVES, TEMPERATURE_OBJECTIVES
 
 __all__ = ["Options", "DEFAULTS", "DEFAULT_SCORES", "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID",
-           "parse_floats", "parse_p_grid", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P"]
+           "split_items", "parse_floats", "parse_p_grid", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P"]
 
 DEFAULT_SCORES = ("msp", "max_logit", "pnorm", "temp")  # --scores; every name: selcal.scores.REGISTRY
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
@@ -34,10 +34,29 @@ MAX_P_GRID_VALUES = 1000  # one pass over the validation logits per 16 values of
 MAX_P = 1_000_000  # beyond it the score no longer changes: max x / max |x| to float64 precision
 
 
+def split_items(text: str, option: str = "value") -> list[str]:
+    """The items of comma-separated text, stripped of spaces; an empty item (``"0.05,,0.1"``, a
+    trailing comma, ``""``) is refused, never dropped: the one rule of every list option.
+
+    >>> split_items("msp, temp")
+    ['msp', 'temp']
+    >>> split_items("0.05,,0.1", "risks")
+    Traceback (most recent call last):
+    ...
+    selcal.errors.OptionError: risks has an empty item in '0.05,,0.1'; remove the extra comma
+    """
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise OptionError(option, "{option} needs at least one value; got " + repr(text))
+    if not all(items):
+        raise OptionError(option, "{option} has an empty item in " + repr(text) + "; remove the extra comma")
+    return items
+
+
 def parse_floats(value, option: str = "value") -> tuple[float, ...]:
     """Numbers from a list or from comma-separated text (``"0.01,0.05"``)."""
     if isinstance(value, str):
-        parts = [v for v in value.split(",") if v.strip()]
+        parts = split_items(value, option)
     elif np.ndim(value) == 0:
         parts = [value]
     else:
@@ -56,14 +75,13 @@ def parse_p_grid(value, option: str = "p_grid") -> tuple[int, ...]:
     values: list = []
     try:
         if isinstance(value, str):
-            for part in value.split(","):
-                part = part.strip()
+            for part in split_items(value, option):
                 if "-" in part[1:]:
                     low, high = (int(x) for x in part.split("-", 1))
                     if high - low >= MAX_P_GRID_VALUES:
                         break  # refused below, without building a huge range
                     values.extend(range(low, high + 1))
-                elif part:
+                else:
                     values.append(int(part))
             else:
                 return _check_p_grid(tuple(values), option)
@@ -138,7 +156,7 @@ class Options:
     def __post_init__(self):
         names = self.scores
         if isinstance(names, str):
-            names = [s.strip() for s in names.split(",") if s.strip()]
+            names = split_items(names, "scores")
         names = score_names(names)  # "all", and registry order
         unknown = [s for s in names if s not in REGISTRY]
         if unknown or not names:

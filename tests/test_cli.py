@@ -576,6 +576,41 @@ def test_nonsense_options_are_refused(cli, dumps, data, out_dir, case):
     assert os.listdir(out_dir) == []
 
 
+# An empty item of a list option was dropped (--risks 0.05,,0.1 measured two risks, exit 0) and
+# --figures '' drew every figure: each is now refused in one line naming the flag.
+EMPTY_ITEM_CASES = {
+    "risks": (["--risks", "0.05,,0.1"], "--risks has an empty item"),
+    "risks trailing comma": (["--risks", "0.05,"], "--risks has an empty item"),
+    "coverages": (["--coverages", ",0.5"], "--coverages has an empty item"),
+    "p-grid": (["--p-grid", "1,,3"], "--p-grid has an empty item"),
+    "scores": (["--scores", "msp,,temp"], "--scores has an empty item"),
+    "figures empty": (["--figures", "", "--plots", "PLOTS"], "--figures needs at least one value"),
+    "figures": (["--figures", "rc,,sweep", "--plots", "PLOTS"], "--figures has an empty item"),
+    "ls-alpha": (["--ls-alpha", "0.1,", "--plots", "PLOTS"], "--ls-alpha has an empty item"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_ITEM_CASES))
+def test_an_empty_item_of_a_list_option_is_refused_not_dropped(cli, dumps, data, out_dir, case):
+    args, message = EMPTY_ITEM_CASES[case]
+    path = dumps.parquet("m.parquet", *data)
+    args = [str(out_dir / "plots") if a == "PLOTS" else a for a in args]
+    line = assert_refused(cli("evaluate", path, *args, "--json", out_dir / "r.json"), [message])
+    assert "----" not in line
+    assert os.listdir(out_dir) == []
+
+
+def test_an_empty_risk_target_of_threshold_is_refused(cli, dumps, data):
+    path = dumps.parquet("m.parquet", *data)
+    assert_refused(cli("threshold", path, "--risk", "0.05,,0.1"), ["--risk has an empty item in '0.05,,0.1'"])
+
+
+def test_the_python_api_refuses_an_empty_item_too():
+    with pytest.raises(selcal.SelcalError, match="risks has an empty item"):
+        selcal.Options(risks="0.05,,0.1")
+    assert selcal.Options(risks=" 0.05, 0.1 ").risks == (0.05, 0.1)
+
+
 def test_json_into_a_missing_folder(cli, dumps, data, tmp_path):
     path = dumps.parquet("m.parquet", *data)
     target = tmp_path / "no" / "such" / "folder" / "result.json"

@@ -486,19 +486,19 @@ def test_readme_ci_job_uses_only_existing_options(cli):
 def test_the_rows_bar_turns_during_the_fits_before_any_row_is_counted(monkeypatch, capsys):
     import time
 
-    from selcal import cli as commands
+    from selcal.cli import progress as commands
 
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     monkeypatch.setenv("TTY_INTERACTIVE", "1")
     monkeypatch.setenv("TERM", "xterm")
-    with commands._count_bar("models") as models, commands._progress_bar(delay=0.01) as advance:
+    with commands.count_bar("models") as models, commands.progress_bar(delay=0.01) as advance:
         assert advance is not None and models is not None
         time.sleep(0.3)  # fitting: advance not called yet
         advance(10, 20)
         models(1, 2)
     assert "reading, fitting" in capsys.readouterr().err
     monkeypatch.setenv("TTY_COMPATIBLE", "0")
-    with commands._progress_bar(delay=0.0) as advance:
+    with commands.progress_bar(delay=0.0) as advance:
         assert advance is None
     assert capsys.readouterr().err == ""
 

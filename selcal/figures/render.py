@@ -23,6 +23,7 @@ from .. import calibration
 from ..errors import SelcalError
 from ..pipeline.measure import logit_kind
 from ..io import Outputs
+from ..options import split_items
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search
 from .profile import figure_logit_profile, raw_logits
@@ -65,8 +66,10 @@ def parse_kinds(text: str | Sequence[str] | None) -> frozenset[str] | None:
     """
     if text is None:
         return None
-    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
-    if not names or "all" in names:
+    names = split_items(text, "--figures") if isinstance(text, str) else [n.strip() for n in text]
+    if not all(names):
+        raise SelcalError(f"--figures needs at least one kind, and no empty one; got {list(text)!r}")
+    if "all" in names:
         return None
     unknown = [n for n in names if n not in FIGURE_FAMILIES]
     if unknown:

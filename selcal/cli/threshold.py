@@ -1,31 +1,19 @@
 """``selcal threshold``: the Typer command, a thin skin over :func:`selcal.deployment.threshold`.
 
-Registered on the ``selcal`` app by :mod:`selcal.cli`; imports nothing from it.
+Registered on the ``selcal`` app by :mod:`selcal.cli`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from .errors import OptionError, SelcalError
-from .escape import printable
-
-_FLAGS = {"risk": "--risk", "delta": "--delta", "method": "--method", "score": "--score",
-          "val_fraction": "--val-fraction", "seed": "--seed"}
-
-
-def _say(line: str) -> None:
-    typer.echo(printable(line), err=True)
-
-
-def _fail(message: str):
-    _say(f"selcal: error: {message}")
-    raise typer.Exit(2)
-
+from ..errors import SelcalError
+from ..options import DEFAULTS
+from .common import check_outputs, fail, fail_on, say, show_warnings, write_error
+from .groups import shared
 
 def threshold(
     test: Path = typer.Argument(..., metavar="TEST", show_default=False,
@@ -47,16 +35,15 @@ def threshold(
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots file: png, svg or pdf."),
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one "
                                                "self-contained HTML page: the answer, the table and the figure."),
-    label_col: Optional[str] = typer.Option(None, help="Name of the label column (default: label, labels, target or y)."),
-    logits_col: Optional[str] = typer.Option(None, help="Name of the logits list column (default: 'logits')."),
-    ignore_label: Optional[int] = typer.Option(None, help="Drop rows with this label (e.g. 255)."),
+    label_col: Optional[str] = shared("label_col"),
+    logits_col: Optional[str] = shared("logits_col"),
+    ignore_label: Optional[int] = shared("ignore_label"),
     ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong "
                                             "to no class (out-of-distribution): errors wherever accepted, never "
                                             "fitted on (as evaluate)."),
-    input_kind: Optional[str] = typer.Option(None, "--input", metavar="KIND", help="What the files hold: logits, "
-                                             "probs or logprobs (default: detected, as evaluate)."),
-    val_fraction: float = typer.Option(0.2, help="Hold-out fraction when there is no --val and no split column."),
-    seed: int = typer.Option(0, help="Seed of the hold-out and of the fit/calibration halves."),
+    input_kind: Optional[str] = shared("input_kind"),
+    val_fraction: float = shared("val_fraction"),
+    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the hold-out and of the fit/calibration halves."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing on the terminal (warnings still go to stderr)."),
     no_warnings: bool = typer.Option(False, "--no-warnings", help="Do not print the warnings about the data on stderr."),
 ):
@@ -64,18 +51,15 @@ def threshold(
     probability at least 1 - delta."""
     from rich.console import Console
 
-    from .deployment import threshold as run_threshold
-    from .io import Outputs
+    from ..deployment import threshold as run_threshold
+    from ..io import Outputs
 
     try:
         if plot_format not in ("png", "svg", "pdf"):
             raise SelcalError(f"--plot-format must be png, svg or pdf; got {plot_format!r}")
         outputs = Outputs(inputs=[test, *([val] if val is not None else [])])
-        targets = [outputs.check(json_path), outputs.check(None if report_path is None else str(report_path),
-                                                            make_parents=True)]
-        stdout_outputs = [t for t in targets if t is not None and t.is_stdout]
-        if len(stdout_outputs) > 1:
-            raise SelcalError("only one output can go to stdout ('-' or /dev/stdout); got --json and --report")
+        stdout_outputs = check_outputs(outputs, {"--json": json_path})
+        stdout_outputs += check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
         outputs.check_folder(plots_dir, f".{plot_format}")
         result = run_threshold(str(test), None if val is None else str(val), score=score, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
@@ -86,34 +70,28 @@ def threshold(
             if json_path is not None:
                 outputs.write(json_path, result.to_json())
             if plots_dir is not None or report_path is not None:
-                from .figures.threshold import render_threshold
+                from ..figures.threshold import render_threshold
 
                 fmt = plot_format if plots_dir is not None else "png"
                 figure = render_threshold(result, fmt)
                 if plots_dir is not None:
                     outputs.write(outputs.folder(plots_dir) / f"threshold.{plot_format}", figure)
             if report_path is not None:
-                from .render_threshold import render_html
+                from ..render_threshold import render_html
 
                 page_figure = figure if fmt in ("png", "svg") else render_threshold(result, "png")
                 outputs.write(report_path, render_html(result, page_figure, fmt if fmt in ("png", "svg") else "png"),
                               make_parents=True)
-    except OptionError as exc:
-        _fail(str(exc.named(_FLAGS.get(exc.option, "--" + exc.option.replace("_", "-")))))
     except SelcalError as exc:
-        _fail(str(exc))
+        fail_on(exc)
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        _fail(f"{where}cannot write ({exc.strerror or exc}); free space or choose another path")
+        fail(write_error(exc))
     if not quiet and not stdout_outputs:
-        from .render_threshold import render_terminal
+        from ..render_threshold import render_terminal
 
         console = Console()
         render_terminal(result, console if console.is_terminal else Console(width=160))
     if not quiet:
         if plots_dir is not None:
-            _say(f"selcal: 1 figure written to {plots_dir}")
-    if result.warnings and not no_warnings:
-        sys.stdout.flush()
-        for line in result.warnings:
-            _say(f"selcal: warning: {result.name}: {line}")
+            say(f"selcal: 1 figure written to {plots_dir}")
+    show_warnings([(result.name, line) for line in result.warnings], no_warnings)

@@ -1,0 +1,95 @@
+"""The ``selcal`` command: Typer commands only, each a thin skin over the library.
+
+One module per command group; what they share, once:
+
+- ``evaluate.py``: selcal evaluate; ``check.py``: selcal check and compare;
+  ``threshold.py``: selcal threshold; ``dumps.py``: selcal pixels, ensemble and dump;
+- ``groups.py``: the option groups the commands share (flags built from :data:`selcal.options.DEFAULTS`)
+  and :func:`~selcal.cli.groups.build_options`, which turns a command's parameters into Options;
+- ``common.py``: one-line messages, output checks, notes on ignored options, the data's warnings;
+- ``progress.py``: the bars on a terminal; ``signals.py``: Ctrl-C and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from .._version import __version__
+from ..scores import load_entry_points
+
+load_entry_points()  # scores that installed packages declare (group selcal.scores), before the help names them
+
+from . import check, dumps, evaluate, threshold  # noqa: E402  (one module per command group)
+from .common import say, show_warnings  # noqa: E402
+from .groups import set_metavars  # noqa: E402
+from .signals import SIGNAL_LINES, Signalled, catch_signals  # noqa: E402
+
+__all__ = ["app", "run", "show_warnings"]
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    # Plain Click help: it wraps at word boundaries to any width (never cuts a default off),
+    # reads the same in a pipe or a CI log, and shows no <bool> metavar on flags.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="How well does a classifier know when it is wrong? Selective classification and calibration from saved logits.",
+)
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"selcal {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+):
+    """selcal: selective classification and calibration metrics from saved logits."""
+
+
+for _command in (evaluate.evaluate, check.check, check.compare, dumps.pixels, dumps.ensemble, dumps.dump,
+                 threshold.threshold):
+    app.command()(_command)
+set_metavars(app)
+
+
+def run() -> None:
+    """Console entry point: usage errors as one ``selcal: error:`` line, exit status 2.
+
+    Ctrl-C prints ``selcal: aborted`` and exits 130, SIGTERM ``selcal: terminated`` and 143, after
+    the temporary files of the outputs are removed.
+    """
+    import signal
+
+    catch_signals()
+    try:
+        code = app(standalone_mode=False)
+    except Signalled as exc:
+        for name in SIGNAL_LINES:  # a second signal now would cut the line short
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        line = SIGNAL_LINES.get(signal.Signals(exc.signum).name, "selcal: aborted")
+        typer.echo(line, err=True)
+        code = 128 + exc.signum
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        say("selcal: aborted")
+        code = 130
+    except MemoryError:  # the readers bound what they decode; what is left (e.g. many huge inputs at once)
+        say("selcal: error: out of memory; evaluate fewer or smaller inputs at once, or give Parquet dumps "
+            "(read by row batches)")
+        code = 2
+    except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
+        if not hasattr(exc, "format_message"):
+            raise
+        message = exc.format_message().strip()
+        if message:  # (no arguments at all: the help was printed, nothing to add)
+            say(f"selcal: error: {message} (see selcal --help)")
+        code = getattr(exc, "exit_code", 2)
+    sys.exit(code if isinstance(code, int) else 0)

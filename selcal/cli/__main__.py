@@ -1,0 +1,5 @@
+"""``python -m selcal.cli``: the ``selcal`` command."""
+
+from . import run
+
+run()

@@ -1,0 +1,177 @@
+"""Option groups: the options several commands share, declared once (flags and help here,
+defaults from :data:`selcal.options.DEFAULTS`), and :func:`options`, which builds
+:class:`selcal.Options` from a command's parameters by field name.
+
+A new option that changes a number is a field of Options plus a typer parameter of the same
+name; for evaluate and compare both, an entry of :data:`NUMBERS` (and of :data:`SHARED`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+
+import typer
+
+from ..errors import OptionError
+from ..options import DEFAULTS
+from ..scores import REGISTRY
+from .common import flag_error
+
+SCORES_HELP = f"Scores to evaluate, comma-separated, or 'all': {', '.join(REGISTRY)}."
+NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
+FORMATS = ("Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, .npz, .npy, .pt/.pth, a folder of "
+           "segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or lm-evaluation-harness "
+           "samples_<task>_<date>.jsonl logs")
+FILES_HELP = f"TEST dumps, one model each: {FORMATS} (a folder of logs: a model per log)."
+INPUT_HELP = ("What the logit columns hold: logits, probs (probabilities; their logs are the logits, and the scores "
+              "that need raw logits are not available) or logprobs. Default: probabilities are detected (every row "
+              "in [0, 1] summing to 1 within 1e-3; columns prob_k are probabilities).")
+BOUND_HELP = "METRIC=VALUE, METRIC as msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc; repeatable."
+
+
+def _text(values) -> str:
+    """A default of Options as the command line writes it: ``0.01,0.05,0.1``, ``1-10``."""
+    values = list(values)
+    if len(values) > 2 and all(isinstance(v, int) for v in values) and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
+# Options that evaluate and compare share (and threshold, ensemble some of them).
+SHARED = {
+    "scores": dict(default=_text(DEFAULTS.scores), help=SCORES_HELP),
+    "bins": dict(default=DEFAULTS.bins, help="Bins of every binned calibration metric."),
+    "risks": dict(default=_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
+    "coverages": dict(default=_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
+    "aurc_estimator": dict(default=DEFAULTS.aurc_estimator,
+                           help="AURC estimator: mean (CONVENTIONS.md) or trapz (Xia et al. code)."),
+    "val_fraction": dict(default=DEFAULTS.val_fraction,
+                         help="Hold-out fraction when there is no --val and no split column."),
+    "seed": dict(default=DEFAULTS.seed, help="Seed of the random hold-out and of the bootstrap."),
+    "center": dict(default=DEFAULTS.center, flags=("--center/--no-center",),
+                   help="Centre logits before the p-norm (default) or not (eq. 17)."),
+    "p_grid": dict(default=_text(DEFAULTS.p_grid), help="Values of p to search, e.g. 1-10 or 1,2,4."),
+    "pnorm_objective": dict(default=DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
+    "temp_objective": dict(default=DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by "
+                                                                 "validation AURC (a log grid, as Cattelan & Silva)."),
+    "label_col": dict(default=None, help="Name of the label column (default: the one of label, labels, target, "
+                                         "targets, y)."),
+    "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
+    "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
+    "input_kind": dict(default=None, flags=("--input",), metavar="KIND", help=INPUT_HELP),
+    "pixels_per_image": dict(default=None, flags=("--pixels-per-image",), metavar="P",
+                             help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), "
+                                  "the same for every model."),
+    "quiet": dict(default=False, flags=("--quiet", "-q"), help="No table on the terminal (warnings still go to stderr)."),
+}
+
+# Options of the verdicts, check and compare.
+VERDICTS = {
+    "tolerance": dict(default=None, flags=("--tolerance",), metavar="METRIC=VALUE",
+                      help="Absolute worsening allowed (default 0). " + BOUND_HELP),
+    "json_path": dict(default=None, flags=("--json",), help="Write the report as JSON to PATH; '-' for stdout."),
+    "junit_path": dict(default=None, flags=("--junit",), help="Write the report as JUnit XML to PATH."),
+    "no_warnings": dict(default=False, flags=("--no-warnings",),
+                        help=NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
+    "show_all": dict(default=False, flags=("--all",),
+                     help="Judge and show every metric of every score (default: the primary metrics)."),
+}
+
+# The options of Options that change a number, given to evaluate and compare by :func:`with_numbers`.
+NUMBERS = {"scores": str, "bins": int, "risks": str, "coverages": str, "aurc_estimator": str, "val_fraction": float,
+           "center": bool, "p_grid": str, "pnorm_objective": str, "temp_objective": str}
+
+
+def _declare(spec: dict):
+    spec = dict(spec)
+    return typer.Option(spec.pop("default"), *spec.pop("flags", ()), **spec)
+
+
+def shared(name: str):
+    """The typer option ``name`` of :data:`SHARED` (a new object for each command)."""
+    return _declare(SHARED[name])
+
+
+def verdict(name: str):
+    """The typer option ``name`` of :data:`VERDICTS` (a new object for each command)."""
+    return _declare(VERDICTS[name])
+
+
+def with_numbers(command):
+    """Give ``command`` the options of :data:`NUMBERS` (those of Options that evaluate and compare
+    share), declared once here: its ``**numbers`` becomes these parameters for Typer."""
+    signature = inspect.signature(command)
+    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=shared(name), annotation=kind)
+             for name, kind in NUMBERS.items()]
+    command.__signature__ = signature.replace(parameters=kept + added)
+    command.__annotations__ = {**command.__annotations__, **NUMBERS}
+    return command
+
+
+def build_options(ctx: typer.Context, **values):
+    """:class:`selcal.Options` from the command line: every parameter of the command that is a
+    field of Options (its flag was built from that field's default), plus ``values``.
+
+    Options checks and parses the values (the one validation of the Python API too); its
+    errors name Python arguments, renamed here to the flags.
+    """
+    from dataclasses import fields
+
+    from ..options import Options
+
+    given = {f.name: ctx.params[f.name] for f in fields(Options) if f.name in ctx.params}
+    given.update(values)
+    for name in ("score_cols", "uncertainty_cols"):
+        if name in given:
+            given[name] = tuple(given[name] or ())
+    try:
+        return Options(**given)
+    except OptionError as exc:
+        raise flag_error(exc) from None
+
+
+def score_option_rules(chosen) -> list[tuple]:
+    """(parameter, flag, has an effect, why not) of every option that only some scores read
+    (their registry entries' ``options``): it has an effect when a chosen score reads it."""
+    readers: dict[str, list[str]] = {}
+    for name, entry in REGISTRY.items():
+        for option in entry.options:
+            readers.setdefault(option, []).append(name)
+    rules = []
+    for option, names in readers.items():
+        flag = "--center/--no-center" if option == "center" else "--" + option.replace("_", "-")
+        why = f"{names[0]} is not in --scores" if len(names) == 1 else f"none of {', '.join(names)} is in --scores"
+        rules.append((option, flag, any(n in chosen for n in names), why))
+    return rules
+
+
+# Metavars of the help (one place): a word for what the option takes, never Typer's <type>.
+_METAVARS = {
+    "files": "TEST", "current": "CURRENT", "val": "FILE", "baseline": "FILE", "json_path": "PATH",
+    "csv_path": "PATH", "markdown_path": "PATH", "junit_path": "PATH", "scores": "LIST", "risks": "LIST",
+    "coverages": "LIST", "p_grid": "LIST", "metric": "METRIC", "aurc_estimator": "mean|trapz",
+    "pnorm_objective": "aurc|augrc", "temp_objective": "nll|aurc", "plot_format": "png|svg|pdf",
+    "dtype": "float32|float16", "label_col": "NAME", "logits_col": "NAME", "group_col": "NAME", "sort_by": "COLUMN",
+    "ls_alpha": "ALPHA", "device": "DEVICE", "engine": "local|ray", "score": "SCORE", "risk": "LIST",
+    "method": "sgr|ltt",
+}
+_TYPE_METAVARS = {int: "N", float: "X", str: "TEXT", Path: "FILE"}
+
+
+def set_metavars(typer_app) -> None:
+    """Give every option of ``typer_app``'s commands without a metavar the word of :data:`_METAVARS`
+    (else one for its type)."""
+    for command in typer_app.registered_commands:
+        hints = typing.get_type_hints(command.callback)
+        for name, parameter in inspect.signature(command.callback).parameters.items():
+            info = parameter.default
+            if not isinstance(info, (typer.models.OptionInfo, typer.models.ArgumentInfo)) or info.metavar:
+                continue
+            hint = hints.get(name)
+            while typing.get_args(hint) and hint is not bool:  # Optional[List[X]] -> X
+                hint = next(a for a in typing.get_args(hint) if a is not type(None))
+            if hint is not bool:
+                info.metavar = _METAVARS.get(name) or _TYPE_METAVARS.get(hint, "VALUE")
