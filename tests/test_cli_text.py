@@ -519,3 +519,17 @@ def test_an_error_quoting_a_hostile_column_name_stays_one_line(tmp_path, bad):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("selcal: error: "), result.stderr
     assert bad.encode("unicode_escape").decode() in lines[0]
+
+
+def test_python_m_selcal_cli_knows_every_command():
+    """``python -m selcal.cli threshold`` said 'No such command': the module ran as __main__ before
+    the threshold command was registered at its end."""
+    import subprocess
+    import sys
+
+    from selcal.cli import app
+
+    names = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert names == ["evaluate", "check", "compare", "pixels", "ensemble", "dump", "threshold"]
+    done = subprocess.run([sys.executable, "-m", "selcal.cli", "threshold", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "certified" in done.stdout, done.stderr
