@@ -227,6 +227,61 @@ def test_pnorm_softmax_falls_back_to_msp_when_msp_ranks_the_validation_rows_best
     assert fit.fallback and fit.val_objective_msp <= fit.val_objective
 
 
+# ------------------------------------------------------------------ the pNormSoftmax grid, computed faster
+def _grid_logits(seed: int, n: int = 120, k: int = 40) -> np.ndarray:
+    """Rows whose normalised logits at the grid's smallest T reach every range of exp: normal results,
+    subnormal ones (arguments in [-745, -708]), exact zeros, and rows of equal logits."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((n, k)) * rng.uniform(0.2, 30.0, size=(n, 1))
+    logits[::9, rng.integers(0, k)] += 50.0  # one class far above the rest: z spans [-2, 0]
+    logits[5] = 1.5  # a constant row: its normalised logits are all 0
+    logits[7] = np.round(logits[7])  # ties on a coarse grid
+    return logits
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_pnorm_softmax_grid_is_log_msp_of_the_normalised_logits_bit_for_bit(center):
+    # The fit's grid is computed with shared powers, shared shifts and exp's slow path avoided; each of
+    # its scores must be the composition of the public functions, bit for bit (the fit's choice of
+    # (p, T), and its ties, then cannot change).
+    logits = _grid_logits(11)
+    ps, t_grid = (1, 2, 3, 7, 10, 64, 65, 1000), (1e-5, 2.0 ** -10, 2.0 ** -9.5, 0.01, 0.3, 1.0, 4.0)
+    out = np.empty((len(ps), len(t_grid), logits.shape[0]))
+    posthoc._pnorm_softmax_grid(logits, ps, t_grid, center, out)
+    for i, p in enumerate(ps):
+        normalised = scores.normalised_logits(logits, p, center)
+        for j, temperature in enumerate(t_grid):
+            want = scores.log_msp(normalised, 1.0 / temperature)
+            assert out[i, j].tobytes() == want.tobytes(), (p, temperature)
+
+
+def test_the_grid_reaches_exps_slow_path_and_its_zeros():
+    # Otherwise the test above would not exercise _exp_in_place's three ranges.
+    z = scores.normalised_logits(_grid_logits(11), 10)
+    z = (z - z.max(axis=1, keepdims=True)) / 2.0 ** -10
+    assert (z < posthoc._EXP_ZERO_BELOW).any() and ((z > -745) & (z < -708.4)).any() and (z > -700).any()
+
+
+def test_exp_in_place_is_numpys_exp_bit_for_bit():
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.uniform(-800.0, 0.0, 4000), rng.uniform(-760.5, -699.5, 4000),
+                             [-760.0, np.nextafter(-760.0, 0), -745.13321910194122, -708.4, -700.0,
+                              np.nextafter(-700.0, -1000), 0.0, -0.0, -1e-300, -1e-310]]).reshape(-1, 15)
+    got = values.copy()
+    posthoc._exp_in_place(got, np.empty(got.shape, dtype=bool), np.empty_like(got))
+    assert got.tobytes() == np.exp(values).tobytes()
+    # the values set to 0 without an exp: numpy's exp is 0 there on this machine too
+    assert not np.exp(np.linspace(-5000.0, posthoc._EXP_ZERO_BELOW, 100_001)).any()
+
+
+def test_normalised_grid_is_normalised_logits_for_every_p():
+    logits = _grid_logits(3, k=7)
+    for center in (True, False):
+        x = scores.functions._centred_scaled(logits, center)
+        for p, got in scores.normalised_grid(x, [1, 2, 5, 64, 65, 2000], center):
+            assert got.tobytes() == scores.normalised_logits(logits, p, center).tobytes(), (p, center)
+
+
 # ------------------------------------------------------------------ the registry and the pipeline
 def test_every_registered_score_is_described_and_in_all():
     assert scores.score_names(["all"]) == tuple(scores.REGISTRY)

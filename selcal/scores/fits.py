@@ -307,7 +307,10 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     """(p, T) of pNormSoftmax, MSP(z_c / (T ||z_c||_p)), by the lowest validation AURC over the grid.
 
     Ties go to the smallest p, then the smallest T. Falls back to MSP when MSP's validation
-    AURC is lower or equal (as :func:`fit_pnorm`). Memory: the validation rows times the T grid.
+    AURC is lower or equal (as :func:`fit_pnorm`). The score of every (p, T) is
+    ``log_msp(normalised_logits(v, p), 1 / T)`` bit for bit (see :func:`_pnorm_softmax_grid`
+    for how it is computed faster). Memory: the validation rows times the grid, by blocks of
+    p of at most GRID_VALUES numbers.
 
     References
     ----------
@@ -320,39 +323,38 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     n = labels.size
     correct = np.empty(n, dtype=bool)
     msp = np.empty(n)
-    for rows in scores.row_chunks(*logits.shape):
-        chunk = np.asarray(logits[rows], dtype=np.float64)
-        correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
-        msp[rows] = scores.log_msp(chunk)
-    def objectives(p: int) -> list[float]:
-        """The validation AURC of every T for one p."""
-        values = np.empty((n, len(t_grid)))
-        for rows in scores.row_chunks(*logits.shape):
-            normalised = scores.normalised_logits(np.asarray(logits[rows], dtype=np.float64), p, center)
-            # scores.log_msp(normalised, 1 / T) for every T, with what does not depend on T
-            # (the top class, the shift by its value) computed once: the same operations on
-            # the same numbers, so the same bits, in fewer passes over the chunk.
-            top = np.argmax(normalised, axis=1)
-            at = np.arange(top.size)
-            shifted = normalised - normalised[at, top][:, None]
-            terms = np.empty_like(shifted)
-            for j, temperature in enumerate(t_grid):
-                np.multiply(shifted, 1.0 / temperature, out=terms)
-                np.exp(terms, out=terms)
-                terms[at, top] = 0.0
-                values[rows, j] = -np.log1p(scores.row_sums(terms))
-        return [aurc(risk_coverage(values[:, j], correct), estimator) for j in range(len(t_grid))]
-
-    # The values of p on threads (numpy's exp, the bulk of the work, runs without the GIL);
-    # the best is then chosen in grid order, so ties go to the smallest p, then T, as before.
-    threads = min(len(p_grid), os.cpu_count() or 1)
+    chunks = list(scores.row_chunks(*logits.shape))
+    threads = min(4, os.cpu_count() or 1, len(chunks))
+    pool = None
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(threads) as pool:
-            table = list(pool.map(objectives, p_grid))
-    else:
-        table = [objectives(p) for p in p_grid]
+        pool = ThreadPoolExecutor(threads)
+    run = pool.map if pool is not None else map
+    block = max(1, GRID_VALUES // max(1, n * len(t_grid)))
+    table = []  # the validation AURC of every (p, T), p then T in grid order
+    try:
+        for first in range(0, len(p_grid), block):
+            ps = p_grid[first:first + block]
+            values = np.empty((len(ps), len(t_grid), n))
+
+            def chunk_values(rows, ps=ps, values=values, first=first):
+                chunk = np.asarray(logits[rows], dtype=np.float64)
+                if first == 0:
+                    correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
+                    msp[rows] = scores.log_msp(chunk)
+                _pnorm_softmax_grid(chunk, ps, t_grid, center, values[:, :, rows])
+
+            # Chunks on threads (numpy's exp, the bulk of the work, runs without the GIL); every
+            # number is computed as one chunk after the other would, so the bits do not change.
+            list(run(chunk_values, chunks))
+            pairs = [(i, j) for i in range(len(ps)) for j in range(len(t_grid))]
+            objectives = list(run(lambda ij: aurc(risk_coverage(values[ij], correct), estimator), pairs))
+            table.extend(objectives[i * len(t_grid):(i + 1) * len(t_grid)] for i in range(len(ps)))
+            del values
+    finally:
+        if pool is not None:
+            pool.shutdown()
     best = None
     for p, row in zip(p_grid, table):
         for temperature, objective in zip(t_grid, row):
@@ -361,3 +363,58 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     msp_objective = aurc(risk_coverage(msp, correct), estimator)
     return PnormSoftmaxFit(p=best[1], temperature=best[2], fallback=bool(msp_objective <= best[0]), center=center,
                            val_objective=best[0], val_objective_msp=msp_objective)
+
+
+GRID_VALUES = 1 << 22  # scores of the pNormSoftmax grid held at once (32 MB): the rows times a block of p times T
+
+# numpy's vectorised exp is fast from this argument up; below about -708 (the log of the smallest
+# normal float64 is -708.396) it takes a slow path, 10 to 100 times slower per value.
+_EXP_FAST_FROM = -700.0
+# ... and it is exactly 0 below this one: e**-760 < 2**-1096, far below half the smallest subnormal
+# (2**-1075), so that no exp within a few units in the last place of the true value can be anything but 0.
+_EXP_ZERO_BELOW = -760.0
+
+
+def _exp_in_place(values: np.ndarray, low: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``np.exp(values, out=values)`` of a C-contiguous array, with the same bits, faster when many
+    values underflow (the pNormSoftmax grid's smallest T): values below _EXP_ZERO_BELOW become 0
+    without an exp, those between it and _EXP_FAST_FROM get np.exp on their own (the same function
+    of the same numbers), the rest go through numpy's fast path. ``low`` (bool) and ``keep``
+    (float64) are buffers of the same shape."""
+    np.less(values, _EXP_FAST_FROM, out=low)
+    if not low.any():
+        return np.exp(values, out=values)
+    flat = values.reshape(-1)
+    between = np.flatnonzero(np.greater_equal(values, _EXP_ZERO_BELOW).reshape(-1) & low.reshape(-1))
+    small = flat[between]
+    np.exp(small, out=small)
+    np.maximum(values, _EXP_FAST_FROM, out=values)  # no value left for the slow path
+    np.exp(values, out=values)
+    np.logical_not(low, out=low)
+    np.copyto(keep, low)  # 1.0 where the value was kept, 0.0 where it is replaced
+    values *= keep  # exp > 0 times 1.0 is itself; times 0.0 is +0.0
+    flat[between] = small
+    return values
+
+
+def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.ndarray) -> None:
+    """``out[i, j] = log_msp(normalised_logits(chunk, ps[i], center), 1 / t_grid[j])``, bit for bit.
+
+    Each array is built once per chunk and reused: the rescaled centred logits once for every p
+    (:func:`~selcal.scores.functions.normalised_grid` shares their powers between the values of p),
+    for each p the top class and the shift by its value once for every T (log_msp's operations on
+    the same numbers), and the exponentials of values that underflow skip numpy's slow path
+    (:func:`_exp_in_place`). No N x K array is allocated inside the loops.
+    """
+    x = scores._centred_scaled(chunk, center)
+    terms = np.empty_like(x)
+    low, keep = np.empty(x.shape, dtype=bool), np.empty_like(x)
+    at = np.arange(x.shape[0])
+    for i, (_, normalised) in enumerate(scores.normalised_grid(x, ps, center)):
+        top = np.argmax(normalised, axis=1)
+        normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
+        for j, temperature in enumerate(t_grid):
+            np.multiply(normalised, 1.0 / temperature, out=terms)
+            _exp_in_place(terms, low, keep)
+            terms[at, top] = 0.0
+            out[i, j] = -np.log1p(scores.row_sums(terms))

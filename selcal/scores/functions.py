@@ -24,6 +24,7 @@ __all__ = [
     "logit_margin",
     "gini",
     "normalised_logits",
+    "normalised_grid",
     "softmax_terms",
     "log_msp",
     "max_logit",
@@ -107,18 +108,24 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
 
 
 def _scale_to_unit(values: np.ndarray) -> np.ndarray:
-    """Divide each row by the power of two just above its largest |value|: exact, and |result| < 1."""
-    exponent = np.maximum(np.frexp(np.abs(values).max(axis=1))[1], -1020)  # 2**1020 is finite
+    """Divide each row by the power of two just above its largest |value|, in place: exact, and |result| < 1."""
+    # max_k |v_k| as max(max_k v_k, -min_k v_k): the same magnitude without an N x K temporary.
+    largest = np.maximum(values.max(axis=1), -values.min(axis=1))
+    exponent = np.maximum(np.frexp(largest)[1], -1020)  # 2**1020 is finite
     values *= np.ldexp(1.0, -exponent)[:, None]  # a power of two: the product is exact
     return values
 
 
 def _centred_scaled(logits: np.ndarray, center: bool) -> np.ndarray:
-    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below)."""
+    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below).
+
+    One N x K array is allocated (the result); every step after it runs in place.
+    """
     if center:
-        shifted = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
-        centred = shifted * logits.shape[1]
-        centred -= row_sums(shifted)[:, None]
+        centred = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
+        sums = row_sums(centred)  # of the shifted rows, before they are multiplied by K
+        centred *= logits.shape[1]
+        centred -= sums[:, None]
     else:
         centred = logits.copy()
     return _scale_to_unit(centred)
@@ -238,30 +245,62 @@ def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.nda
 
     Examples
     --------
-    >>> normalised_logits(np.array([[3.0, 0.0, -3.0]]), p=1).tolist()
+    >>> normalised_logits(np.array([[3.0, 1.0, -1.0]]), p=1).tolist()
     [[0.5, 0.0, -0.5]]
     """
     p = int(p)
     if p < 1:
         raise ValueError("p must be a positive integer")
     x = _centred_scaled(np.asarray(logits, dtype=np.float64), center)
-    if center and p == 1:
-        norm = 2.0 * row_sums(np.maximum(x, 0.0))
-    elif p > 64:
-        # |x| / m lies in [1/2, 1) at its largest, whose p-th power would underflow for p > 1074:
-        # divide each row by its largest |x| first (the largest term is then exactly 1).
-        top = np.abs(x).max(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            x = np.where(top > 0, x / top, 0.0)
-        norm = row_sums(np.power(np.abs(x), p)) ** (1.0 / p)
-    else:
-        magnitudes = np.abs(x)
-        power = magnitudes.copy()
-        for _ in range(p - 1):
-            power *= magnitudes
-        norm = row_sums(power) ** (1.0 / p)
+    ((_, normalised),) = normalised_grid(x, [p], center, out=x)
+    return normalised
+
+
+def normalised_grid(x: np.ndarray, ps, center: bool, out: np.ndarray | None = None):
+    """Yield ``(p, x / ||x||_p)`` for every p of ``ps`` in increasing order, x from
+    :func:`_centred_scaled` (what :func:`normalised_logits` returns for each p, bit for bit).
+
+    The powers |x|^p of p <= 64 are built by repeated products shared between the values
+    of p (p - 1 products for each p alone: the same numbers). Each array yielded is ``out``
+    (by default one new array), overwritten by the next p: use it before asking for the
+    next. ``x`` is left unchanged unless it is ``out`` (then only one p may be asked for).
+    """
+    ps = sorted({int(p) for p in ps})
+    if out is None:
+        out = np.empty_like(x)
+    magnitudes = power = None
+    built = 0  # power = magnitudes ** built
+    for p in ps:
+        if center and p == 1:
+            norm = 2.0 * row_sums(np.maximum(x, 0.0))
+            yield p, _divide_rows(x, norm, out)
+        elif p > 64:
+            # |x| / m lies in [1/2, 1) at its largest, whose p-th power would underflow for p > 1074:
+            # divide each row by its largest |x| first (the largest term is then exactly 1).
+            top = np.abs(x).max(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                unit = np.where(top > 0, x / top, 0.0)
+            norm = row_sums(np.power(np.abs(unit), p)) ** (1.0 / p)
+            yield p, _divide_rows(unit, norm, out)
+        else:
+            if magnitudes is None:
+                magnitudes = np.abs(x)
+                power, built = magnitudes.copy(), 1
+            while built < p:
+                power *= magnitudes
+                built += 1
+            norm = row_sums(power) ** (1.0 / p)
+            yield p, _divide_rows(x, norm, out)
+
+
+def _divide_rows(x: np.ndarray, norm: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """x / norm row by row into ``out`` (which may be ``x``); a row whose norm is 0 (x is zero) gives 0."""
+    positive = norm > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(norm[:, None] > 0, x / norm[:, None], 0.0)
+        np.divide(x, norm[:, None], out=out, where=positive[:, None])
+    if not positive.all():
+        out[~positive] = 0.0
+    return out
 
 
 # --------------------------------------------------------------------------- registry
