@@ -377,21 +377,22 @@ _EXP_ZERO_BELOW = -760.0
 
 def _exp_in_place(values: np.ndarray, low: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """``np.exp(values, out=values)`` of a C-contiguous array, with the same bits, faster when many
-    values underflow (the pNormSoftmax grid's smallest T): values below _EXP_ZERO_BELOW become 0
-    without an exp, those between it and _EXP_FAST_FROM get np.exp on their own (the same function
-    of the same numbers), the rest go through numpy's fast path. ``low`` (bool) and ``keep``
-    (float64) are buffers of the same shape."""
-    np.less(values, _EXP_FAST_FROM, out=low)
-    if not low.any():
+    values underflow (the pNormSoftmax grid's smallest T): when at least an eighth of the values
+    are below _EXP_ZERO_BELOW, those become 0 without an exp, those between it and _EXP_FAST_FROM
+    get np.exp on their own (the same function of the same numbers), and the rest go through
+    numpy's fast path. ``low`` (bool) and ``keep`` (float64) are buffers of the same shape."""
+    np.less(values, _EXP_ZERO_BELOW, out=low)
+    if np.count_nonzero(low) * 8 < values.size:  # numpy's slow path costs less than the detour
         return np.exp(values, out=values)
+    slow = np.less(values, _EXP_FAST_FROM)
     flat = values.reshape(-1)
-    between = np.flatnonzero(np.greater_equal(values, _EXP_ZERO_BELOW).reshape(-1) & low.reshape(-1))
+    between = np.flatnonzero(slow.reshape(-1) > low.reshape(-1))  # slow, not zero
     small = flat[between]
     np.exp(small, out=small)
     np.maximum(values, _EXP_FAST_FROM, out=values)  # no value left for the slow path
     np.exp(values, out=values)
-    np.logical_not(low, out=low)
-    np.copyto(keep, low)  # 1.0 where the value was kept, 0.0 where it is replaced
+    np.logical_not(slow, out=slow)
+    np.copyto(keep, slow)  # 1.0 where the value was kept, 0.0 where it is replaced
     values *= keep  # exp > 0 times 1.0 is itself; times 0.0 is +0.0
     flat[between] = small
     return values
@@ -413,8 +414,12 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     for i, (_, normalised) in enumerate(scores.normalised_grid(x, ps, center)):
         top = np.argmax(normalised, axis=1)
         normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
+        lowest = normalised.min()
         for j, temperature in enumerate(t_grid):
             np.multiply(normalised, 1.0 / temperature, out=terms)
-            _exp_in_place(terms, low, keep)
+            if lowest * (1.0 / temperature) >= _EXP_FAST_FROM:  # the smallest of terms (a product is monotone)
+                np.exp(terms, out=terms)
+            else:
+                _exp_in_place(terms, low, keep)
             terms[at, top] = 0.0
             out[i, j] = -np.log1p(scores.row_sums(terms))
