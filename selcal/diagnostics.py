@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -172,12 +172,14 @@ def sweep_value(path: str, name: str, metadata: dict | None) -> float:
 
 @dataclass(frozen=True)
 class SweepPanel:
-    """One headline metric against the swept value: ``lines`` maps a label (a score, or
-    "before T"/"after T") to one value per model (NaN where the model lacks it)."""
+    """One headline metric against the swept value: ``lines`` maps a label (a score, or the
+    entry's ``sweep_label``: "before T (msp)") to one value per model (NaN where the model lacks
+    it); ``scores`` maps a label that is not a score's name to its score (for its colour)."""
 
     key: str
     title: str
     lines: dict
+    scores: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ def sweep_axis(x) -> str | None:
 def sweep_series(models, name: str) -> SweepSeries:
     """The data of the ``sweep_NAME`` figure from models whose ``extra["sweep"][name]`` is set:
     accuracy; AURC and every cov@r of every score; ECE and adaptive ECE of the scores whose
-    registry entry has a ``sweep_label`` (msp "before T", temp "after T"). Values are the
+    registry entry has a ``sweep_label`` (e.g. msp "before T", temp "after T"). Values are the
     fractions of the JSON."""
     models = sorted(models, key=lambda m: (m.extra["sweep"][name], m.name))
     x = np.array([m.extra["sweep"][name] for m in models], dtype=np.float64)
@@ -222,18 +224,18 @@ def sweep_series(models, name: str) -> SweepSeries:
         return np.nan if v is None or isinstance(v, bool) else float(v)
 
     panels = [SweepPanel("accuracy", "accuracy", {"accuracy": np.array([m.accuracy for m in models])})]
-    panels.append(SweepPanel("aurc", "AURC", {s: np.array([value(m, s, "aurc") for m in models])
-                                              for s in score_names}))
+    panels.append(SweepPanel("aurc", catalog.name("aurc"), {s: np.array([value(m, s, "aurc") for m in models])
+                                                            for s in score_names}))
     risks = list(dict.fromkeys(k for m in models for s in m.scores.values() for k in s if k.startswith("cov@")))
     for key in risks:
         panels.append(SweepPanel(key, f"coverage at {100 * float(key[4:]):g}% risk",
                                  {s: np.array([value(m, s, key) for m in models]) for s in score_names}))
     shown = [(name, entry.sweep_label) for name, entry in REGISTRY.items() if entry.sweep_label]
     for key, title in ((k, catalog.name(k)) for k in ("ece", "aece")):
-        lines = {label: np.array([value(m, s, key) for m in models])
-                 for s, label in shown if any(key in m.scores.get(s, {}) for m in models)}
-        if lines:
-            panels.append(SweepPanel(key, title, lines))
+        drawn = [(s, label) for s, label in shown if any(key in m.scores.get(s, {}) for m in models)]
+        if drawn:
+            panels.append(SweepPanel(key, title, {label: np.array([value(m, s, key) for m in models])
+                                                  for s, label in drawn}, {label: s for s, label in drawn}))
     return SweepSeries(name=name, x=x, models=[m.name for m in models], panels=panels, log_x=sweep_axis(x))
 
 

@@ -170,7 +170,7 @@ def render_table(result: EvaluationResult, console) -> None:
         missing = model.extra.get("not_available")
         if missing:
             notes.append(f"not available {missing.get('reason', 'without logits')}: " + ", ".join(
-                missing["scores"] + [_NEED_LOGITS_WORDS.get(m, m) for m in missing["metrics"]]))
+                missing["scores"] + [catalog.name(m) for m in missing["metrics"]]))
         for note in notes:  # (they quote column names)
             console.print(f"  {printable(note)}", soft_wrap=True, markup=False)
         if model.warnings:  # the warnings themselves go to stderr, after the tables (cli.show_warnings)
@@ -185,9 +185,6 @@ def fit_notes(model: ModelResult) -> list[str]:
     names = sorted((n for n in model.scores if n in REGISTRY and REGISTRY[n].note is not None),
                    key=lambda n: REGISTRY[n].note_rank)
     return [REGISTRY[n].note(model.scores[n]) for n in names]
-
-
-_NEED_LOGITS_WORDS = {"nll": "NLL", "brier": "Brier", "cece": "class-wise ECE", "top5_accuracy": "top-5 accuracy"}
 
 
 def _width(console, renderable, least: bool = False) -> int:
@@ -219,8 +216,8 @@ def _group_table(model: ModelResult):
     for header in ("group", "rows", "accuracy", *score_names):
         table.add_column(terminal(header), justify="left" if header == "group" else "right")
     for group, values in model.extra["groups"].items():
-        table.add_row(terminal(group), str(values["n_eval"]), _format(values["accuracy"], "pct"),
-                      *(_format(values["scores"][n]["aurc"], "pct") for n in score_names))
+        table.add_row(terminal(group), str(values["n_eval"]), _format(values["accuracy"], catalog.unit("accuracy")),
+                      *(_format(values["scores"][n]["aurc"], catalog.unit("aurc")) for n in score_names))
     return table
 
 
@@ -228,21 +225,27 @@ def _group_table(model: ModelResult):
 def _board_columns() -> dict[str, tuple]:
     """column: (short header, kind, lower is better), in order: the model, accuracy, the AURC of
     every registered score followed by the columns its entry adds, the best post-hoc score,
-    then the summary columns of the entries (:class:`selcal.scores.registry.BoardColumn`)."""
-    columns = {"model": ("model", "text", None), "accuracy": ("acc", "pct", False),
-               "top5_accuracy": ("top-5", "pct", False)}
+    then the summary columns of the entries (:class:`selcal.scores.registry.BoardColumn`). A
+    metric's unit and direction are its catalog entry's."""
+
+    def metric(header: str, key: str) -> tuple:
+        return header, catalog.unit(key), catalog.get(key).lower_is_better
+
+    # top-5 accuracy: shown and sorted higher first, never judged (no direction in the catalog)
+    columns = {"model": ("model", "text", None), "accuracy": metric("acc", "accuracy"),
+               "top5_accuracy": ("top-5", catalog.unit("top5_accuracy"), False)}
     summary = []
     for name, entry in REGISTRY.items():
-        columns[f"aurc_{name}"] = (name, "pct", True)
+        columns[f"aurc_{name}"] = metric(name, "aurc")
         for column in entry.leaderboard:
             if column.place == "score":
                 columns[column.key] = (column.header, column.kind, column.lower_is_better)
             elif column.place == "summary":
                 summary.append(column)
     columns["best_score"] = ("best score", "text", None)
-    columns["aurc_best_score"] = ("its AURC", "pct", True)
+    columns["aurc_best_score"] = metric("its AURC", "aurc")
     columns["best_posthoc"] = ("best post-hoc", "text", None)  # (CSV_ONLY: in the CSV, not the tables)
-    columns["aurc_best_posthoc"] = ("post-hoc AURC", "pct", True)
+    columns["aurc_best_posthoc"] = metric("post-hoc AURC", "aurc")
     for column in sorted(summary, key=lambda c: c.rank):
         columns[column.key] = (column.header, column.kind, column.lower_is_better)
     return columns
@@ -386,7 +389,9 @@ def _column_info(column: str) -> tuple:
         return LEADERBOARD_COLUMNS[column]
     if column in _row_extras():  # warnings (a count: fewer first) and the entries' flags (e.g. pnorm_fallback)
         return (column, "num", True if column == "warnings" else None)
-    return (column[len("aurc_"):], "pct", True) if column.startswith("aurc_") else (column, "num", None)
+    if column.startswith("aurc_"):
+        return column[len("aurc_"):], catalog.unit("aurc"), catalog.get("aurc").lower_is_better
+    return column, "num", None
 
 
 def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -389,6 +389,34 @@ def test_sweep_series_reads_every_number_from_the_models():
     assert diagnostics.sweep_axis([0.001, 0.01, 0.1]) == "log" and diagnostics.sweep_axis([1, 5, 10]) is None
 
 
+def test_the_sweep_lines_of_ece_take_their_scores_colours_from_the_registry(monkeypatch):
+    """The ECE panels' lines were coloured by their label's first word ('after' -> temp's colour,
+    'before' -> msp's): an entry whose sweep_label says otherwise drew in grey."""
+    from dataclasses import replace
+
+    from selcal.figures.base import score_colour
+    from selcal.figures.sweep import figure_sweep
+    from selcal.scores import REGISTRY
+
+    monkeypatch.setitem(REGISTRY, "temp", replace(REGISTRY["temp"], sweep_label="calibrated", colour="#123456"))
+    rng = np.random.default_rng(5)
+    models = []
+    for i, alpha in enumerate((0.0, 0.1)):
+        logits, labels = _arrays(rng, 300, 4, sharp=1.0 + 0.5 * i)
+        val_logits, val_labels = _arrays(rng, 150, 4, sharp=1.0 + 0.5 * i)
+        model = selcal.evaluate_arrays(logits, labels, val_logits, val_labels, name=f"m{i}",
+                                       options=selcal.Options(scores=("msp", "temp")))
+        model.extra["sweep"] = {"alpha": alpha}
+        models.append(model)
+    series = diagnostics.sweep_series(models, "alpha")
+    ece = next(panel for panel in series.panels if panel.key == "ece")
+    assert ece.scores == {"before T (msp)": "msp", "calibrated": "temp"}
+    figure = figure_sweep(series)
+    axes = figure.axes[[panel.key for panel in series.panels].index("ece")]
+    colours = {line.get_label(): line.get_color() for line in axes.get_lines() if not line.get_label().startswith("_")}
+    assert colours == {"before T (msp)": score_colour("msp"), "calibrated": "#123456"}
+
+
 # ------------------------------------------------------------ sorted-logit profile
 def test_sorted_logit_profile_matches_a_loop():
     rng = np.random.default_rng(23)

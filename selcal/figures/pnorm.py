@@ -41,12 +41,22 @@ def figure_pnorm_search(model):
     return figure
 
 
+def pnorm_rows(model):
+    """The p-norm score of every evaluation row at the fitted p (the ``extra_rows`` of the pnorm
+    entry: kept when it does not fall back to MSP, or with the logit profile), or None."""
+    rows = model.rows
+    if rows is None or "pnorm" not in model.scores:
+        return None
+    return rows.extra.get("pnorm")
+
+
 def figure_pnorm_given_vmax(model):
     """The p-norm score against v_max within MSP bins (Xia et al. fig. 19), one line per bin."""
-    rows = model.rows
-    if rows is None or rows.pnorm is None or "pnorm" not in model.scores:
+    values = pnorm_rows(model)
+    if values is None:
         return None
-    bins = diagnostics.pnorm_given_vmax(np.exp(rows.log_msp), rows.max_logit, rows.pnorm)
+    rows = model.rows
+    bins = diagnostics.pnorm_given_vmax(np.exp(rows.log_msp), rows.max_logit, values)
     if not any(np.isfinite(b.mean).any() for b in bins):
         return None
     figure = new_figure(7.0, 4.6)

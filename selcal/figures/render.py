@@ -25,7 +25,7 @@ from ..pipeline.measure import logit_kind
 from ..io import Outputs
 from ..options import split_items
 from ..scores import REGISTRY
-from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search
+from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search, pnorm_rows
 from .profile import figure_logit_profile, raw_logits
 from .reliability import figure_reliability
 from .selective import figure_errors_by_group, figure_rc, figure_rc_overlay
@@ -232,7 +232,7 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
                      "validation objective per p (p-norm was not fitted on validation rows)")
         rows = model.rows
         has_profile = rows is not None and rows.profile is not None
-        has_pnorm = rows is not None and rows.pnorm is not None and "pnorm" in model.scores
+        has_pnorm = pnorm_rows(model) is not None
         if (has_profile or has_pnorm) and not raw_logits(model):
             if wanted is None or wanted & {"logit_profile", "pnorm_vmax"}:
                 notes.append(f"{safe_stem(model.name)}_logit_profile and _pnorm_vmax not drawn: the logits look like "

@@ -6,13 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import diagnostics
-from .base import NAME_LIMITS, SCORE_COLOURS, SCORE_LABELS, SCORE_STYLES, figure_width, new_figure, user_text, wrap
+from ..scores import REGISTRY
+from .base import NAME_LIMITS, SCORE_LABELS, SCORE_STYLES, figure_width, new_figure, score_colour, user_text, wrap
 
 __all__ = ["figure_sweep", "figure_sweep_of"]
-
-
-def _colour(name: str):
-    return SCORE_COLOURS.get(name, "0.25")
 
 
 def figure_sweep(series: diagnostics.SweepSeries):
@@ -26,9 +23,8 @@ def figure_sweep(series: diagnostics.SweepSeries):
     values = np.unique(series.x)
     for ax, panel in zip(axes, panels):
         for label, y in panel.lines.items():
-            colour = _colour(label) if label in SCORE_COLOURS else (
-                _colour("temp") if label.startswith("after") else _colour("msp") if label.startswith("before")
-                else "0.2")
+            score = panel.scores.get(label, label)  # a line of a score: its colour, as in every figure
+            colour = score_colour(score) if score in REGISTRY else "0.2"
             shown = SCORE_LABELS.get(label, label)
             means = np.array([np.nanmean(y[series.x == v]) if np.any(np.isfinite(y[series.x == v])) else np.nan
                               for v in values])

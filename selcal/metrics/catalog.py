@@ -24,7 +24,7 @@ import numpy as np
 from .. import calibration
 
 __all__ = ["Metric", "CATALOG", "add", "get", "label", "name", "unit", "better", "has_interval", "section",
-           "model_level", "confidence_metrics", "definition_options", "FAMILIES"]
+           "model_level", "confidence_metrics", "definition_options", "need_logits", "FAMILIES"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class Metric:
     levels : where it is reported: ``"score"`` (in each score's dict), ``"model"`` (model level).
     section : the evaluate table's section (``"selective"``, ``"calibration"``), or None (not a row).
     options : the fields of Options that change its value (beyond the rows).
+    needs_logits : it needs every class's logit (or probability) of a row, not only a confidence
+        and a prediction: not available for a file of confidences.
     compute : ``(confidence, correct, options) -> float`` for a metric of a top-label confidence
         (reported for every score with probabilities); None when computed with its family
         (the selective metrics, from the one risk-coverage primitive).
@@ -53,6 +55,7 @@ class Metric:
     levels: tuple[str, ...] = ("score",)
     section: str | None = None
     options: tuple[str, ...] = ()
+    needs_logits: bool = False
     compute: Callable[[np.ndarray, np.ndarray, object], float] | None = None
 
     @property
@@ -88,7 +91,6 @@ for _metric in (
     Metric("risk@", "risk@cov {}%", section="selective"),  # a key per --coverages
     # of the predictions
     Metric("accuracy", "accuracy", lower_is_better=False, levels=("model", "score")),
-    Metric("top5_accuracy", "top-5 accuracy", lower_is_better=None, interval=False, levels=("model",)),
     Metric("error", "error", levels=("model",)),
     # calibration of a top-label confidence
     Metric("ece", "ECE", section="calibration", options=("bins",),
@@ -97,10 +99,13 @@ for _metric in (
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
     # of the probabilities: the model's own, and those of a score that has its own
-    Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration"),
-    Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration"),
+    Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
+    Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
     Metric("cece", "class-wise ECE", interval=False, levels=("model", "score"), section="calibration",
-           options=("bins",)),
+           options=("bins",), needs_logits=True),
+    # of the predictions, from every logit of a row
+    Metric("top5_accuracy", "top-5 accuracy", lower_is_better=None, interval=False, levels=("model",),
+           needs_logits=True),
     # a fitted value that gets an interval when refitted (--bootstrap-refit)
     Metric("temperature", "temperature T", unit="num", lower_is_better=None, interval=False),
 ):
@@ -193,3 +198,14 @@ def confidence_metrics() -> list[Metric]:
 def definition_options() -> tuple[str, ...]:
     """The options that change what a metric means: results made with other values are not comparable."""
     return tuple(dict.fromkeys(o for m in CATALOG.values() for o in m.options))
+
+
+def need_logits() -> tuple[str, ...]:
+    """The model-level metrics that need the logits (listed as not available for a file of confidences).
+
+    Examples
+    --------
+    >>> need_logits()
+    ('nll', 'brier', 'cece', 'top5_accuracy')
+    """
+    return tuple(k for k, m in CATALOG.items() if m.needs_logits and "model" in m.levels)

@@ -56,17 +56,12 @@ class RowReduction:
     classwise: calibration.ClasswiseBins
     top5: np.ndarray | None = None  # label among the 5 largest logits (K >= 5 only)
     scores: dict[str, ScoreRows] = field(default_factory=dict)  # every chosen score, by name
-    extra: dict[str, np.ndarray] = field(default_factory=dict)  # further per-row arrays of scores (figures)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a score entry's extra_rows (figures), by its keys
     pred: np.ndarray | None = None  # argmax (int32), for the confident-errors table
     label: np.ndarray | None = None  # label (int32)
     profile: np.ndarray | None = None  # (n_sample, R) largest logits, highest first, of sampled rows
     profile_correct: np.ndarray | None = None
     ood: np.ndarray | None = None  # the row belongs to no class (--ood-label): an error, with no NLL or Brier
-
-    @property
-    def pnorm(self) -> np.ndarray | None:
-        """The p-norm score at the fitted p (also when it falls back to MSP, with the logit profile)."""
-        return self.extra.get("pnorm")
 
 
 def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece")):

@@ -13,6 +13,7 @@ from ..errors import SelcalError
 from ..identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message
+from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
 from .measure import _add_column_scores, _group_metrics, _measure, fit_scores
@@ -94,10 +95,6 @@ def read_columns(source: DumpSource, options: Options) -> dict[str, np.ndarray]:
     return {name: source.value_column(name) for name in options.score_cols + options.uncertainty_cols}
 
 
-# Model-level numbers that need the logits (reported as not available for a file without them).
-_NEED_LOGITS = ("nll", "brier", "cece", "top5_accuracy")
-
-
 def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, options: Options = Options(),
                          name: str | None = None) -> ModelResult:
     """A file with no logits, only a confidence, a prediction and a label per row
@@ -132,7 +129,7 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
                         looks_like_probabilities=None, label_is_pred_plus_one=None, classwise=None)
     n_ignored = source.num_rows - source.num_kept_rows
     extra = {"val_path": None, "logits": False,
-             "not_available": {"scores": list(options.scores), "metrics": list(_NEED_LOGITS)}}
+             "not_available": {"scores": list(options.scores), "metrics": list(catalog.need_logits())}}
     if n_ignored:
         extra["n_ignored"] = n_ignored
     ids = source.id_column()
