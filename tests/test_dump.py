@@ -2,7 +2,7 @@
 
 Two parts:
 
-- the pure pieces of ``selcal/dump.py`` (listing, class maps, labels CSV, seeded split and
+- the pure pieces of ``selcal/dump/`` (listing, class maps, labels CSV, seeded split and
   sample, the streaming writer, the resume check) and the promise that ``selcal`` and
   ``selcal.cli`` never import torch: these need neither torch nor timm and run everywhere;
 - the command itself with tiny timm models created with ``pretrained=False`` (``test_resnet``,
@@ -437,7 +437,7 @@ def test_resume_skips_a_complete_dump_and_refuses_other_settings(dumped, images,
         raise AssertionError("a complete dump was recomputed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(D, "load_model", no_model)
+        patch.setattr(D.run, "load_model", no_model)  # where run_dump looks it up
         result = run_cli(*common)
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert "complete with the same settings" in result.stderr and "skipped" in result.stderr

@@ -11,7 +11,7 @@ import typer
 from ..errors import SelcalError
 from .common import check_writable, fail, say, write_error
 from .groups import FORMATS, shared
-from .progress import count_bar
+from .progress import count_bar, images_bar
 
 
 def pixels(
@@ -123,7 +123,7 @@ def dump(
         _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet)
         return
     try:
-        with dumping.progress_bar(enabled=not quiet) as progress:
+        with images_bar(enabled=not quiet) as progress:
             summary = dumping.run_dump(names[0], data, out, errors_path=errors, progress=progress, status=status,
                                        **settings)
     except SelcalError as exc:

@@ -1,5 +1,5 @@
 """Progress shown on a terminal (never in a pipe or a CI log): a bar for work counted in pieces,
-a rows-per-second line for one model's pass."""
+a rows-per-second line for one model's pass, a bar of images for ``selcal dump``."""
 
 from __future__ import annotations
 
@@ -71,4 +71,33 @@ def progress_bar(delay: float = 2.0):
     finally:
         timer.cancel()
         timer.join()
+        bar.stop()
+
+
+@contextmanager
+def images_bar(enabled: bool = True):
+    """``progress(done, total)`` of ``selcal dump``: a bar with images/s on stderr, only on a terminal."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    bar = Progress(TextColumn("images"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console, transient=True)
+    task = bar.add_task("images", total=None, rate="")
+    started = time.monotonic()
+
+    def advance(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        elapsed = max(time.monotonic() - started, 1e-9)
+        bar.update(task, completed=done, total=total, rate=f"{done / elapsed:,.1f} images/s")
+
+    try:
+        yield advance
+    finally:
         bar.stop()
