@@ -439,9 +439,9 @@ class Report:
                 elif row.close:
                     cells[-1] = f"[yellow]{cells[-1]} (close)[/yellow]"
                 table.add_row(*cells)
-            from .report import _width
+            from .report.table import measure_width
 
-            if _width(console, table, least=True) <= console.width:  # (the metric and status columns wrap)
+            if measure_width(console, table, least=True) <= console.width:  # (the metric and status columns wrap)
                 console.print(table)
                 continue
             for row in [r for r in rows if r.failed] + [r for r in rows if not r.failed]:  # a narrow terminal: lines

@@ -1,0 +1,322 @@
+"""The leaderboard of several models: its rows (:func:`leaderboard`), the terminal table, Markdown
+and CSV; its columns are read from the score registry and the metric catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..metrics import catalog
+from ..results import EvaluationResult
+from ..scores import REGISTRY
+from ..scores.registry import BoardColumn
+
+
+def _board_columns() -> dict[str, tuple]:
+    """column: (short header, kind, lower is better), in order: the model, accuracy, the AURC of
+    every registered score followed by the columns its entry adds, the best post-hoc score,
+    then the summary columns of the entries (:class:`selcal.scores.registry.BoardColumn`). A
+    metric's unit and direction are its catalog entry's."""
+
+    def metric(header: str, key: str) -> tuple:
+        return header, catalog.unit(key), catalog.get(key).lower_is_better
+
+    # top-5 accuracy: shown and sorted higher first, never judged (no direction in the catalog)
+    columns = {"model": ("model", "text", None), "accuracy": metric("acc", "accuracy"),
+               "top5_accuracy": ("top-5", catalog.unit("top5_accuracy"), False)}
+    summary = []
+    for name, entry in REGISTRY.items():
+        columns[f"aurc_{name}"] = metric(name, "aurc")
+        for column in entry.leaderboard:
+            if column.place == "score":
+                columns[column.key] = (column.header, column.kind, column.lower_is_better)
+            elif column.place == "summary":
+                summary.append(column)
+    columns["best_score"] = ("best score", "text", None)
+    columns["aurc_best_score"] = metric("its AURC", "aurc")
+    columns["best_posthoc"] = ("best post-hoc", "text", None)  # (CSV_ONLY: in the CSV, not the tables)
+    columns["aurc_best_posthoc"] = metric("post-hoc AURC", "aurc")
+    for column in sorted(summary, key=lambda c: c.rank):
+        columns[column.key] = (column.header, column.kind, column.lower_is_better)
+    return columns
+
+
+def _board_extras() -> list[BoardColumn]:
+    """The columns the registry's entries add to the leaderboard."""
+    return [column for entry in REGISTRY.values() for column in entry.leaderboard if column.place != "report"]
+
+
+class _Columns(dict):
+    """The leaderboard's columns, read from the registry when asked (a score registered later is in)."""
+
+    def _now(self) -> dict:
+        return _board_columns()
+
+    def __getitem__(self, key):
+        return self._now()[key]
+
+    def __contains__(self, key):
+        return key in self._now()
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __len__(self):
+        return len(self._now())
+
+    def get(self, key, default=None):
+        return self._now().get(key, default)
+
+    def keys(self):
+        return self._now().keys()
+
+    def items(self):
+        return self._now().items()
+
+    def values(self):
+        return self._now().values()
+
+
+LEADERBOARD_COLUMNS = _Columns()  # column: (short header, kind, lower is better)
+
+
+def _leaderboard_note(columns, rows=()) -> str:
+    notes = ["AURC of each score"] if any(c.startswith("aurc_") and c not in _BEST for c in columns) else []
+    if "aurc_best_score" in columns:
+        notes.append("best score: the lowest AURC of every evaluated score (msp included), and that AURC")
+    extras = {column.key: column for column in _board_extras()}
+    notes += [extras[c].note for c in columns if c in extras and extras[c].note]
+    note = "in %: accuracy" + (", top-5 accuracy" if "top5_accuracy" in columns else "") + "".join(
+        ", " + note for note in notes)
+    for column in extras.values():
+        if column.flag_key and column.key in columns and any(row.get(column.flag_key) for row in rows):
+            note += "; " + column.flag_note
+    if any(row.get("warnings") for row in rows):
+        note += f"; {WARNING_MARKER}: the model has warnings, listed below"
+    return note
+
+
+WARNING_MARKER = "(!)"
+
+
+def _row_extras() -> tuple[str, ...]:
+    """Keys of a leaderboard row that are not columns of their own."""
+    return ("warnings", "sweep", *(c.flag_key for c in _board_extras() if c.flag_key))
+
+
+_BEST = ("aurc_best_score", "aurc_best_posthoc")
+CSV_ONLY = ("best_posthoc", "aurc_best_posthoc")  # in the CSV (and sortable), not in the tables
+DEFAULT_SORT = "aurc_best_score"
+
+
+def leaderboard(result: EvaluationResult, sort_by: str | None = None,
+                sweep: str | None = None) -> list[dict[str, Any]]:
+    """One row per model: accuracy, AURC of every score, the best score of all (msp included)
+    and the best post-hoc one (fitted on validation rows) with their AURC, and the columns the
+    registry's entries add (the gain from pnorm over MSP, ECE before and after temperature, ...).
+
+    Sorted by ``sort_by`` (any column of the CSV), best first (direction-aware); undefined values
+    last; by default by the swept value with ``sweep`` (ascending), else by the best score's AURC.
+    ``sweep``: the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
+    ``--sweep NAME``), added as the column NAME after the model's name.
+    """
+    from ..errors import SelcalError
+
+    column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
+                                       if "column" in model.scores[name]))
+    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _row_extras() or sweep.startswith("aurc_")):
+        raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
+    if sort_by is None:
+        sort_by = sweep or DEFAULT_SORT
+    sortable = [*LEADERBOARD_COLUMNS, *(c for c in _row_extras() if c != "sweep"),
+                *(f"aurc_{name}" for name in column_scores), *([sweep] if sweep else [])]
+    deferred = not result.models and sort_by.startswith("aurc_")  # checked before the work: columns unknown yet
+    if sort_by not in sortable and not deferred:
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)}")
+    rows = []
+    for model in result.models:
+        scores = model.scores
+        aurc = {name: scores[name]["aurc"] for name in scores}
+        posthoc = {name: aurc[name] for name in aurc if name in REGISTRY and REGISTRY[name].needs_fit}
+        best = min(posthoc, key=lambda name: (posthoc[name], name)) if posthoc else None
+        defined = {name: value for name, value in aurc.items() if value is not None}
+        best_any = min(defined, key=lambda name: (defined[name], name)) if defined else None
+        row = {
+            "model": model.name,
+            **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
+            "accuracy": model.accuracy,
+            "top5_accuracy": model.top5_accuracy,
+            **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
+            **{f"aurc_{name}": aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
+            "best_score": best_any,
+            "aurc_best_score": defined.get(best_any) if best_any else None,
+            "best_posthoc": best,
+            "aurc_best_posthoc": posthoc.get(best) if best else None,
+            "warnings": list(model.warnings),
+        }
+        for column in _board_extras():
+            row[column.key] = column.value(scores)
+            if column.flag_key:
+                row[column.flag_key] = column.flag(scores)
+        rows.append(row)
+    lower_is_better = _column_info(sort_by)[2]
+
+    def key(row):
+        value = len(row["warnings"]) if sort_by == "warnings" else row[sort_by]
+        if value is None:
+            return (1, 0)
+        if isinstance(value, str) or lower_is_better is None:
+            return (0, value)
+        return (0, value if lower_is_better else -value)
+
+    return sorted(rows, key=key)
+
+
+def _column_info(column: str) -> tuple:
+    """(header, kind, lower is better) of a leaderboard column; ``aurc_C`` for a column C of the
+    file; any other name is a swept hyperparameter (``--sweep NAME``): a number, sorted ascending."""
+    if column in LEADERBOARD_COLUMNS:
+        return LEADERBOARD_COLUMNS[column]
+    if column in _row_extras():  # warnings (a count: fewer first) and the entries' flags (e.g. pnorm_fallback)
+        return (column, "num", True if column == "warnings" else None)
+    if column.startswith("aurc_"):
+        return column[len("aurc_"):], catalog.unit("aurc"), catalog.get("aurc").lower_is_better
+    return column, "num", None
+
+
+def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The columns some row has a value for: the fixed ones, then the AURC of each column score."""
+    extra = [c for c in dict.fromkeys(k for row in rows for k in row)
+             if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
+    fixed = [c for c in LEADERBOARD_COLUMNS if c not in CSV_ONLY]
+    at = fixed.index("best_score")
+    return [c for c in fixed[:1] + _swept(rows) + fixed[1:at] + extra + fixed[at:]
+            if any(row.get(c) is not None for row in rows)]
+
+
+def _swept(rows: list[dict[str, Any]]) -> list[str]:
+    """[NAME] when the rows carry a swept hyperparameter (``--sweep NAME``), else []."""
+    return [rows[0]["sweep"]] if rows and rows[0].get("sweep") else []
+
+
+def _cell(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "pct":
+        return f"{100 * value:.2f}"
+    if kind == "num":
+        return f"{value:g}"
+    return str(value)
+
+
+def _cells(row: dict[str, Any], columns) -> list[str]:
+    """A leaderboard row as text: ``p`` says ``(fb)`` when pnorm fell back to MSP; the model
+    name carries the warning marker when the model has warnings."""
+    cells = []
+    flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
+    for column in columns:
+        text = _cell(row[column], _column_info(column)[1])
+        if column in flags and row.get(flags[column]):
+            text += " (fb)"
+        if column == "model" and row.get("warnings"):
+            text += f" {WARNING_MARKER}"
+        cells.append(text)
+    return cells
+
+
+def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
+    """The leaderboard as a rich table (percent columns labelled)."""
+    from rich.table import Table
+
+    columns = _shown_columns(rows)
+    headers = {c: _column_info(c)[0] for c in columns}
+    if console.width < 125:  # a narrow terminal: short headers (every column is still shown, in stacked tables)
+        headers.update({c.key: c.short for c in _board_extras() if c.short and c.key in headers})
+    from rich.measure import Measurement
+
+    from ..escape import terminal
+
+    name_width = max(14, console.width - 56)
+    names = []
+    for row in rows:
+        name = _cells(row, ["model"])[0]  # the name and its warning marker
+        if len(name) > name_width:  # cut the name, keep the warning marker
+            marker = f" {WARNING_MARKER}" if row.get("warnings") else ""
+            name = name[:name_width - len(marker) - 1] + "…" + marker
+        names.append(name)
+
+    def table_of(shown: list[str]) -> Table:
+        table = Table(show_edge=False, pad_edge=False)
+        for column in shown:
+            if column == "model":
+                table.add_column("model", no_wrap=True)
+            else:
+                table.add_column(terminal(headers[column]), justify="right", no_wrap=True)
+        for name, row in zip(names, rows):
+            cells = _cells(row, shown)
+            if "model" in shown:
+                cells[0] = name
+            table.add_row(*(terminal(cell) for cell in cells))
+        return table
+
+    def width(shown: list[str]) -> int:
+        unbounded = console.options.update(width=1 << 16)  # measured as if the console had no edge
+        return Measurement.get(console, unbounded, table_of(shown)).maximum
+
+    # Too wide for the console (many scores): stacked tables of the columns that fit, each with the
+    # model column, rather than cells squeezed to '…'.
+    groups: list[list[str]] = []
+    rest = [c for c in columns if c != "model"]
+    while rest:
+        group = ["model", rest.pop(0)]
+        while rest and width(group + rest[:1]) <= console.width:
+            group.append(rest.pop(0))
+        groups.append(group)
+    for index, group in enumerate(groups or [["model"]]):
+        if index:
+            console.print()
+        console.print(table_of(group))
+    console.print(_leaderboard_note(columns, rows), soft_wrap=True, markup=False, highlight=False)
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    """A GitHub-flavoured Markdown table (for a PR comment); names and warnings escaped
+    (:func:`selcal.escape.markdown_text`)."""
+    from ..escape import markdown_text as md
+
+    columns = _shown_columns(rows)
+    lines = ["| " + " | ".join(md(_column_info(c)[0]) for c in columns) + " |",
+             "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
+    warnings = [f"- {md(row['model'])}: {md(text)}" for row in rows for text in row.get("warnings", ())]
+    return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
+        "\n**Warnings**\n\n" + "\n".join(warnings) + "\n" if warnings else "")
+
+
+def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
+    """CSV with fractions at full precision (not percent), one row per model; ``pnorm_fallback``
+    (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings."""
+    import polars as pl
+
+    from ..options import DEFAULT_SCORES
+
+    shown = set(_shown_columns(rows))
+    # the columns of the default scores are always written, those of other scores when some model has them
+    optional = {f"aurc_{name}" for name in REGISTRY if name not in DEFAULT_SCORES}
+    columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
+    flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
+    at = columns.index("best_score")
+    columns[at:at] = [c for c in _shown_columns(rows) if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
+    columns[1:1] = _swept(rows)  # the swept hyperparameter, after the model
+    schema = {}
+    for column in columns:
+        schema[column] = pl.Utf8 if _column_info(column)[1] == "text" else pl.Int64 if _column_info(column)[1] == "int" \
+            else pl.Float64
+        if column in flags:
+            schema[flags[column]] = pl.Boolean
+    schema["warnings"] = pl.Int64
+    from ..escape import csv_cell  # text a spreadsheet would run as a formula is neutralised
+
+    frame = pl.DataFrame([{**{c: csv_cell(row.get(c)) for c in schema}, "warnings": len(row.get("warnings", ()))}
+                          for row in rows], schema=schema)
+    return frame.write_csv()
