@@ -27,7 +27,7 @@ from .scores import REGISTRY
 __all__ = ["render_report", "write_report"]
 
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
-_WIDE_KINDS = ("reliability", "logit_profile", "errors_by_group")  # panels side by side: a whole row
+_WIDE_KINDS = ("reliability", "smooth", "logit_profile", "errors_by_group")  # panels side by side: a whole row
 _WIDE_PREFIXES = ("sweep_", "overlay_")
 
 # Figures are never shown below this share of their pixel width (at 150 dpi, 8.5 pt labels

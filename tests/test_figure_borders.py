@@ -59,7 +59,7 @@ def drawn():
 
 def test_every_kind_is_drawn(drawn):
     kinds = {kind for _, kind in drawn}
-    assert kinds >= {"rc", "overlay_rc", "reliability", "vmax_msp", "overlay_vmax_msp", "pnorm_search",
+    assert kinds >= {"rc", "overlay_rc", "reliability", "smooth", "vmax_msp", "overlay_vmax_msp", "pnorm_search",
                      "errors_by_group", "logit_profile", "overlay_logit_profile", "pnorm_vmax",
                      "sweep_label_smoothing_alpha_of_the_training_recipe"}
 
@@ -68,3 +68,21 @@ def test_every_kind_is_drawn(drawn):
 def test_no_figure_reaches_its_border(drawn, count):
     cut = sorted(kind for (n, kind), data in drawn.items() if n == count and not blank_border(data))
     assert cut == [], f"drawn to the edge (cut): {cut}"
+
+
+def test_calibration_figures_of_many_probability_scores_stay_inside():
+    """Seven probability scores with long names: the smoothed figure wraps its panels into rows
+    (four per row), the reliability diagram puts them side by side; neither reaches the border."""
+    from selcal.figures.base import mpl, render, style
+
+    model = many_models(1).models[0]
+    for i in range(5):
+        name = f"calibrator_with_a_long_name_number_{i}_fitted_on_validation_rows"
+        model.confidences[name] = model.confidences["temp"] ** (1.0 + 0.1 * i)
+        model.scores[name] = {"ece": 0.0}
+    matplotlib, _, _ = mpl()
+    with matplotlib.rc_context(style()):
+        smooth = figures.figure_smooth_reliability(model)
+        assert len(smooth.axes) == 7 and len({ax.get_subplotspec().rowspan.start for ax in smooth.axes}) == 2
+        for figure in (smooth, figures.figure_reliability(model)):
+            assert blank_border(render(figure, "png"))

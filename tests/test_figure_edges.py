@@ -219,7 +219,7 @@ def test_quiet_success_for_non_latin_names_and_many_groups(tmp_path, caplog):
                 plots.base.render(plots.figure_rc(models[0]), fmt)
     assert not [str(w.message) for w in caught]
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
-    assert len(written) == 2 + 1 + 3 * 2  # overlays, errors by group, rc + reliability + vmax per model
+    assert len(written) == 2 + 1 + 4 * 2  # overlays, errors by group, rc + reliability + smooth + vmax per model
     drawn = plots.user_text("模型_β")
     assert drawn.endswith("_β") and ("模型" in drawn or drawn.startswith(plots.REPLACEMENT_CHARACTER * 2))
 
@@ -353,7 +353,7 @@ def test_a_probability_column_gets_its_reliability_diagram(tmp_path):
     assert "ece" in m.scores["confidence"]
     notes = []
     kinds = [f.kind for f in plots.render_figures(result, notes=notes)]
-    assert kinds == ["rc", "reliability"] and notes == []
+    assert kinds == ["rc", "reliability", "smooth"] and notes == []
     figure = plots.figure_reliability(m, result.options.bins)
     assert "confidence" in figure.axes[0].get_title()
     data = plots.reliability_data(m.score_values["confidence"], m.rows.correct, result.options.bins)

@@ -316,7 +316,7 @@ def test_svg_and_pdf(tmp_path):
     model = selcal.evaluate_arrays(*synthetic(800)[:2], options=selcal.Options(scores=("msp", "max_logit")))
     result = selcal.EvaluationResult(models=[model], options=selcal.Options(scores=("msp", "max_logit")))
     svg = plots.write_plots(result, tmp_path / "svg", "svg")
-    assert {f.kind for f in svg} == {"rc", "reliability", "vmax_msp"}
+    assert {f.kind for f in svg} == {"rc", "reliability", "smooth", "vmax_msp"}
     for f in svg:
         root = ET.parse(f.path).getroot()
         assert root.tag.endswith("svg") and float(root.get("width").rstrip("pt")) > 300
@@ -332,7 +332,7 @@ def test_rendering_leaves_no_global_state(pair):
     before = dict(matplotlib.rcParams)
     backend = matplotlib.get_backend() if "matplotlib.pyplot" in sys.modules else None
     figures = list(plots.render_figures(pair, "png"))
-    assert len(figures) == 11 and all(f.data.startswith(b"\x89PNG") for f in figures)
+    assert len(figures) == 13 and all(f.data.startswith(b"\x89PNG") for f in figures)
     assert dict(matplotlib.rcParams) == before
     if "matplotlib.pyplot" in sys.modules:
         import matplotlib.pyplot as plt
@@ -370,10 +370,10 @@ def test_cli_plots_and_report(tmp_path):
                                       "--report", str(out / "report.html"), "-q"])
     assert result.exit_code == 0, (result.stdout, result.stderr)
     kinds = {p.name for p in out.iterdir()}
-    assert {"m_rc.svg", "m_reliability.svg", "m_vmax_msp.svg", "m_pnorm_search.svg", "errors_by_group.svg",
-            "m_logit_profile.svg", "m_pnorm_vmax.svg", "report.html"} == kinds
+    assert {"m_rc.svg", "m_reliability.svg", "m_smooth.svg", "m_vmax_msp.svg", "m_pnorm_search.svg",
+            "errors_by_group.svg", "m_logit_profile.svg", "m_pnorm_vmax.svg", "report.html"} == kinds
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count("data:image/svg+xml;base64,") == 7 and "at_coverage" in page
+    assert page.count("data:image/svg+xml;base64,") == 8 and "at_coverage" in page
 
 
 @pytest.mark.parametrize("args, message", [

@@ -45,7 +45,7 @@ def evaluate(
     details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
-    figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report), comma-separated: rc, reliability, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
+    figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report), comma-separated: rc, reliability, smooth, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),

@@ -5,7 +5,7 @@ matplotlib); the families draw them and read every number from the
 :class:`~selcal.report.ModelResult` objects (nothing is re-measured):
 
 * :mod:`.selective`: ``rc``, ``overlay_rc``, ``errors_by_group``;
-* :mod:`.reliability`: ``reliability``;
+* :mod:`.reliability`: ``reliability``, ``smooth``;
 * :mod:`.vmax`: ``vmax_msp``, ``overlay_vmax_msp``;
 * :mod:`.pnorm`: ``pnorm_search``, ``pnorm_vmax``;
 * :mod:`.profile`: ``logit_profile``, ``overlay_logit_profile``;
@@ -28,12 +28,13 @@ from . import base, data
 from .base import (FALLBACK_FONTS, NAME_LIMITS, PLOT_FORMATS, REPLACEMENT_CHARACTER, SCORE_COLOURS, SCORE_LABELS,
                    RenderedFigure, user_text)
 from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, OVERLAY_VMAX_MODELS, GroupErrors,
-                   LSCeiling, PnormSearch, RCPoints, ReliabilityData, SlidingWindowStats, WindowSeries,
-                   errors_at_coverage_by_group, histogram_top, ls_ceiling_share, overlay_pages, pnorm_search_data,
-                   rc_curve_points, reliability_data, shown_groups, sliding_window_stats, vmax_msp_limits)
+                   LSCeiling, PnormSearch, RCPoints, ReliabilityData, SlidingWindowStats, SmoothReliabilityData,
+                   WindowSeries, clopper_pearson, errors_at_coverage_by_group, histogram_top, ls_ceiling_share, overlay_pages, pnorm_search_data,
+                   rc_curve_points, reliability_data, shown_groups, sliding_window_stats, smooth_reliability_data,
+                   vmax_msp_limits)
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search
 from .profile import figure_logit_profile
-from .reliability import GAP_STYLES, figure_reliability
+from .reliability import GAP_STYLES, figure_reliability, figure_smooth_reliability
 from .render import (FIGURE_FAMILIES, FIGURE_KINDS, Job, parse_kinds, plan_figures, render_figures,
                      write_plots)
 from .selective import figure_errors_by_group, figure_rc, figure_rc_overlay
@@ -44,10 +45,11 @@ __all__ = [
     "base", "data", "FALLBACK_FONTS", "NAME_LIMITS", "PLOT_FORMATS", "REPLACEMENT_CHARACTER", "SCORE_COLOURS",
     "SCORE_LABELS", "RenderedFigure", "user_text", "DEFAULT_AT_COVERAGE", "DEFAULT_MAX_POINTS", "MAX_GROUP_BARS",
     "OVERLAY_VMAX_MODELS", "GroupErrors", "LSCeiling", "PnormSearch", "RCPoints", "ReliabilityData",
-    "SlidingWindowStats", "WindowSeries", "errors_at_coverage_by_group", "histogram_top", "ls_ceiling_share",
+    "SlidingWindowStats", "SmoothReliabilityData", "WindowSeries", "clopper_pearson", "smooth_reliability_data",
+    "errors_at_coverage_by_group", "histogram_top", "ls_ceiling_share",
     "overlay_pages", "pnorm_search_data", "rc_curve_points", "reliability_data", "shown_groups",
     "sliding_window_stats", "vmax_msp_limits", "figure_pnorm_given_vmax", "figure_pnorm_search",
-    "figure_logit_profile", "GAP_STYLES", "figure_reliability", "FIGURE_FAMILIES", "FIGURE_KINDS", "Job",
+    "figure_logit_profile", "GAP_STYLES", "figure_reliability", "figure_smooth_reliability", "FIGURE_FAMILIES", "FIGURE_KINDS", "Job",
     "parse_kinds", "plan_figures", "render_figures", "write_plots", "figure_errors_by_group", "figure_rc",
     "figure_rc_overlay", "figure_sweep", "figure_vmax_msp", "figure_vmax_msp_overlay", "vmax_msp_skip_reason",
 ]

@@ -18,6 +18,11 @@ DEFAULT_MAX_POINTS = 4000
 DEFAULT_AT_COVERAGE = 0.1
 OVERLAY_VMAX_MODELS = 6  # more models: overlay_vmax_msp_1, _2, ... of up to 6 models each
 MAX_GROUP_BARS = 10  # errors_by_group: more groups than this + 1 draw these and an "other" bar
+RELIABILITY_LEVEL = 0.95  # the Clopper-Pearson interval of each bin's accuracy on the reliability diagram
+SMOOTH_POINTS = 1025  # mesh of the smoothed reliability curve: 1/1024 apart, a subset of smooth.py's grid
+SMOOTH_MIN_BANDWIDTH = 2.0 ** -10  # σ* below this (below the mesh) is drawn at this bandwidth
+SMOOTH_TICKS = 100  # rows drawn as ticks under the smoothed curve (relplot draws 100)
+SMOOTH_MIN_ROWS = 10  # the smoothed curve is drawn where the kernel weights add up to this many rows at its peak
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class ReliabilityData:
     n: int
     overall_accuracy: float
     overall_confidence: float
+    lower: np.ndarray  # 95% Clopper-Pearson interval of each bin's accuracy (NaN where a bin is empty)
+    upper: np.ndarray
 
     @property
     def empty(self) -> np.ndarray:
@@ -135,6 +142,7 @@ def reliability_data(confidence, correct, n_bins: int = calibration.DEFAULT_BINS
         accuracy = np.where(count > 0, binned.hits / count, np.nan)
         mean_confidence = np.where(count > 0, binned.confidence_sum / count, np.nan)
     n = int(count.sum())
+    lower, upper = clopper_pearson(binned.hits, count, RELIABILITY_LEVEL)
     return ReliabilityData(
         edges=np.arange(n_bins + 1, dtype=np.float64) / n_bins,
         count=count,
@@ -143,7 +151,126 @@ def reliability_data(confidence, correct, n_bins: int = calibration.DEFAULT_BINS
         n=n,
         overall_accuracy=float(binned.hits.sum() / n),
         overall_confidence=math.fsum(binned.confidence_sum) / n,
+        lower=lower,
+        upper=upper,
     )
+
+
+def clopper_pearson(successes, trials, level: float = RELIABILITY_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided exact (Clopper-Pearson) confidence interval of a binomial proportion, elementwise.
+
+    With k successes in n trials and α = 1 - ``level``, the lower limit is the α/2 quantile of
+    Beta(k, n - k + 1) (0 when k = 0) and the upper limit the 1 - α/2 quantile of
+    Beta(k + 1, n - k) (1 when k = n); each limit alone holds with probability at least
+    1 - α/2, whatever the true proportion. Where n = 0 both are NaN (no interval).
+
+    Parameters
+    ----------
+    successes, trials : array_like of int
+        k and n (0 <= k <= n), broadcast together.
+    level : float
+        Confidence level in (0, 1); default 0.95.
+
+    Returns
+    -------
+    lower, upper : ndarray of float64
+
+    References
+    ----------
+    Clopper & Pearson, "The use of confidence or fiducial limits illustrated in the case of the
+    binomial", Biometrika 26(4), 1934.
+
+    Examples
+    --------
+    >>> lower, upper = clopper_pearson([0, 3, 0], [3, 3, 0])
+    >>> np.round(lower[:2], 4).tolist(), np.round(upper[:2], 4).tolist(), bool(np.isnan(lower[2]))
+    ([0.0, 0.2924], [0.7076, 1.0], True)
+    """
+    from scipy import stats
+
+    k, n = np.broadcast_arrays(np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64))
+    tail = (1.0 - level) / 2.0
+    some, not_all = k > 0, k < n
+    # Shape parameters kept >= 1 where a limit is fixed (0 or 1), so scipy is never asked an invalid one.
+    lower = np.where(some, stats.beta.ppf(tail, np.maximum(k, 1.0), n - k + 1.0), 0.0)
+    upper = np.where(not_all, stats.beta.isf(tail, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
+    empty = n == 0
+    return np.where(empty, np.nan, lower), np.where(empty, np.nan, upper)
+
+
+@dataclass(frozen=True)
+class SmoothReliabilityData:
+    """The smoothed reliability curve of one score (CONVENTIONS.md, "Calibration beyond bins").
+
+    At each point t of ``t``: ``accuracy`` = t + Σ_i K(t, q_i)(c_i - q_i) / Σ_i K(t, q_i), the
+    kernel-weighted accuracy with t in place of the kernel-weighted confidence (relplot's
+    centred kernel regression; NaN where no weight is left), and ``density`` =
+    (1/N) Σ_i K(t, q_i), the kernel density of the confidences (integral 1 over [0, 1]); K the
+    reflected Gaussian kernel at ``bandwidth``. ``shown``: the points where the weights add up
+    to at least ``SMOOTH_MIN_ROWS`` rows at the kernel's peak (N · density · bandwidth · √(2π)
+    >= 10); elsewhere the curve rests on a handful of distant rows and is not drawn. ``smece`` and ``sigma``:
+    smECE and σ*; ``bandwidth`` = max(σ*, ``SMOOTH_MIN_BANDWIDTH``). ``ticks``: the confidences
+    of up to ``SMOOTH_TICKS`` rows chosen at random (seeded), with ``tick_correct``.
+    """
+
+    t: np.ndarray
+    accuracy: np.ndarray
+    density: np.ndarray
+    shown: np.ndarray
+    smece: float
+    sigma: float
+    bandwidth: float
+    n: int
+    ticks: np.ndarray
+    tick_correct: np.ndarray
+
+    def smece_of_curve(self) -> float:
+        """∫_0^1 density(t) |accuracy(t) - t| dt by the trapezoid rule: smECE at ``bandwidth``
+        (to the grid's precision), since density · (accuracy - t) is the smoothed residual."""
+        gap = np.where(np.isnan(self.accuracy), 0.0, self.density * np.abs(self.accuracy - self.t))
+        return float(np.sum((gap[1:] + gap[:-1]) / 2 * np.diff(self.t)))
+
+
+def smooth_reliability_data(confidence, correct, smece: float | None = None, sigma: float | None = None, *,
+                            points: int = SMOOTH_POINTS, ticks: int = SMOOTH_TICKS) -> SmoothReliabilityData:
+    """The smoothed reliability curve at the score's σ*, from :func:`selcal.smooth.smooth_reliability`.
+
+    Parameters
+    ----------
+    confidence, correct : array_like
+        Top-label confidence q_i in [0, 1] and c_i = [prediction is right] of the evaluation rows.
+    smece, sigma : float, optional
+        The score's reported smECE and σ* (its ``smece`` and ``smece_sigma``); computed here
+        (:func:`selcal.smooth.smooth_ece`) when not given.
+    points : int
+        Points of the mesh on [0, 1] (``points - 1`` a power of two, so the mesh is a subset
+        of the grid the kernel sums are computed on).
+    ticks : int
+        Rows shown as ticks (a seeded random choice, the same on every run).
+
+    Examples
+    --------
+    >>> d = smooth_reliability_data([0.7, 0.7, 0.9, 0.9], [1, 0, 1, 1], points=5)
+    >>> d.t.tolist(), round(d.sigma, 4) == round(d.smece, 4)
+    ([0.0, 0.25, 0.5, 0.75, 1.0], True)
+    >>> bool(abs(d.smece_of_curve() - d.smece) < 0.02)  # a five-point trapezoid of the same integral
+    True
+    """
+    from .. import smooth
+
+    q = np.asarray(confidence, dtype=np.float64).ravel()
+    c = np.asarray(correct, dtype=bool).ravel()
+    if smece is None or sigma is None:
+        fixed_point = smooth.smooth_ece(q, c)
+        smece, sigma = fixed_point.value, fixed_point.sigma
+    bandwidth = max(float(sigma), SMOOTH_MIN_BANDWIDTH)
+    t, accuracy, density, _ = smooth.smooth_reliability(q, c, bandwidth, points)
+    shown = np.isfinite(accuracy) & (q.size * density * bandwidth * math.sqrt(2.0 * math.pi) >= SMOOTH_MIN_ROWS)
+    rng = np.random.default_rng(0)
+    chosen = np.sort(rng.choice(q.size, size=min(q.size, ticks), replace=False))
+    return SmoothReliabilityData(t=t, accuracy=accuracy, density=density, shown=shown, smece=float(smece),
+                                 sigma=float(sigma), bandwidth=bandwidth, n=int(q.size), ticks=q[chosen],
+                                 tick_correct=c[chosen])
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Calibration figure: the reliability diagram over a confidence histogram, one panel per
-probability score (``reliability``)."""
+"""Calibration figures, one panel per probability score: the binned reliability diagram over a
+confidence histogram (``reliability``), and the smoothed reliability curve of the smooth ECE
+over the kernel density of the confidences (``smooth``)."""
 
 from __future__ import annotations
 
@@ -12,23 +13,32 @@ from .. import calibration
 from ..scores import REGISTRY
 from .base import (NAME_LIMITS, figure_width, legend_columns, new_figure, pct, plain_log_axis, score_label, user_text,
                    wrap)
-from .data import histogram_top, reliability_data
+from .data import RELIABILITY_LEVEL, histogram_top, reliability_data, smooth_reliability_data
 
-__all__ = ["figure_reliability", "probability_scores", "GAP_STYLES"]
+__all__ = ["figure_reliability", "figure_smooth_reliability", "probability_scores", "GAP_STYLES"]
 
 
-def probability_scores(model) -> list[tuple[str, np.ndarray]]:
-    """(score, top-label confidence per row) for the probability scores of a model: every score
-    of the registry with probabilities (``model.confidences``), and a score column read as a
-    probability (it has an ECE; ``--score-col``, or a file with no logits) as it is."""
+def probability_scores(model) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(score, top-label confidence per row, correct per row) for the probability scores of a
+    model: every score of the registry with probabilities (``model.confidences``), and a score
+    column read as a probability (it has an ECE; ``--score-col``, or a file with no logits) as it
+    is. A score judged by its own predictions (a calibrator: its own top label) brings its own
+    correctness (``model.score_correct``), as its ECE was measured; the others the model's."""
     out = []
+    own = getattr(model, "score_correct", {})
     for name in model.scores:
         if name in getattr(model, "confidences", {}):  # a score with probabilities: its top-label probability
-            out.append((name, np.asarray(model.confidences[name], dtype=np.float64)))
+            confidence = model.confidences[name]
         elif name not in REGISTRY and "ece" in model.scores[name] and name in model.score_values:
-            out.append((name, np.asarray(model.score_values[name], dtype=np.float64)))
+            confidence = model.score_values[name]
+        else:
+            continue
+        correct = own[name] if name in own else model.rows.correct
+        out.append((name, np.asarray(confidence, dtype=np.float64), np.asarray(correct, dtype=bool)))
     return out
 
+
+PANEL_COLUMNS = 4  # panels per row; more probability scores (calibrators) start a new row
 
 # Over-confident: mean confidence above the bin's accuracy (the gap sits on the accuracy bar);
 # under-confident: below (the gap covers the top of the bar, up to the accuracy). Opaque, so
@@ -42,17 +52,22 @@ GAP_STYLES = {
 
 
 def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
-    """Reliability diagram (gap shaded, empty bins hatched) over a confidence histogram, per probability score."""
+    """Reliability diagram (gap shaded, empty bins hatched, each bin's accuracy with its 95%
+    Clopper-Pearson interval) over a confidence histogram, per probability score."""
     panels = probability_scores(model)
     if not panels:
         return None
-    figure = new_figure(max(4.6 * len(panels), 7.0), 6.4)
-    grid = figure.add_gridspec(2, len(panels), height_ratios=[3.0, 1.25])
+    columns = min(len(panels), PANEL_COLUMNS)
+    rows = math.ceil(len(panels) / columns)
+    figure = new_figure(max(4.6 * columns, 7.0), 6.4 * rows)
+    grid = figure.add_gridspec(2 * rows, columns, height_ratios=[3.0, 1.25] * rows)
+    panel_width = figure_width(figure) / columns
     legend_entries: dict[str, Any] = {}
-    for column, (score, confidence) in enumerate(panels):
-        data = reliability_data(confidence, model.rows.correct, n_bins)
-        ax = figure.add_subplot(grid[0, column])
-        hist = figure.add_subplot(grid[1, column], sharex=ax)
+    for index, (score, confidence, correct) in enumerate(panels):
+        data = reliability_data(confidence, correct, n_bins)
+        row, column = divmod(index, columns)
+        ax = figure.add_subplot(grid[2 * row, column])
+        hist = figure.add_subplot(grid[2 * row + 1, column], sharex=ax)
         left, width = data.edges[:-1], np.diff(data.edges)
         full = ~data.empty
         ax.bar(left[full], data.accuracy[full], width=width[full], align="edge", color="#9ecae1",
@@ -66,13 +81,19 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         if data.empty.any():
             ax.bar(left[data.empty], np.ones(int(data.empty.sum())), width=width[data.empty], align="edge",
                    color="none", edgecolor="0.72", linewidth=0.4, hatch="..", label="empty bin (no samples)")
+        centre = left + width / 2
+        ax.errorbar(centre[full], data.accuracy[full],
+                    yerr=[data.accuracy[full] - data.lower[full], data.upper[full] - data.accuracy[full]],
+                    fmt="none", ecolor="#08306b", elinewidth=0.9, capsize=2.0, capthick=0.9,
+                    label=f"{100 * RELIABILITY_LEVEL:g}% Clopper-Pearson interval of the accuracy")
         ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, label="perfect calibration")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_ylabel("accuracy")
         ax.tick_params(labelbottom=False)
         ece = model.scores[score].get("ece")
-        ax.set_title(f"{score_label(score, model)}\nECE {pct(ece)} ({n_bins} bins)")
+        ax.set_title(wrap(f"{user_text(score_label(score, model), NAME_LIMITS['title'])}\nECE {pct(ece)} ({n_bins} bins)",
+                          panel_width))
         handles, labels = ax.get_legend_handles_labels()
         for handle, label in zip(handles, labels):
             legend_entries.setdefault(label, handle)
@@ -95,3 +116,86 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
     return figure
 
 
+
+
+SMOOTH_CURVE_COLOUR = "#cb181d"
+DENSITY_HEIGHT = 0.3  # the density band's peak, in accuracy units (relplot's height)
+TICK_HEIGHT = 0.03
+
+
+def _density_curve(ax, data) -> None:
+    """The smoothed accuracy as segments whose width and opacity grow with the density of
+    confidences (thin and faint where few rows lie, as relplot draws it); only where ``shown``."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+
+    points = np.column_stack([data.t, data.accuracy])
+    keep = data.shown[:-1] & data.shown[1:]
+    segments = np.stack([points[:-1], points[1:]], axis=1)[keep]
+    middle = ((data.density[:-1] + data.density[1:]) / 2)[keep]
+    widths = np.clip(0.8 + 1.4 * np.sqrt(middle), 0.8, 4.5)
+    colours = np.tile(to_rgba(SMOOTH_CURVE_COLOUR), (segments.shape[0], 1))
+    colours[:, 3] = np.clip(0.3 + 0.7 * np.minimum(1.0, 0.3 * middle), 0.3, 1.0)
+    ax.add_collection(LineCollection(segments, linewidths=widths, colors=colours, capstyle="round", zorder=3))
+
+
+def figure_smooth_reliability(model):
+    """The smoothed reliability curve (the kernel-weighted accuracy against the confidence, with
+    the reflected Gaussian kernel at the score's σ*, as in its smooth ECE) over the kernel density
+    of the confidences and a rug of rows, per probability score, as relplot draws it.
+
+    The smooth ECE is the area between the curve and the diagonal weighted by the density
+    (:meth:`~selcal.figures.data.SmoothReliabilityData.smece_of_curve`). The smECE and σ* shown
+    are the score's reported ``smece`` and ``smece_sigma`` (computed when the result has none).
+
+    References
+    ----------
+    Błasiok & Nakkiran, "Smooth ECE: principled reliability diagrams via kernel smoothing",
+    ICLR 2024 (relplot's ``rel_diagram``).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    panels = probability_scores(model)
+    if not panels:
+        return None
+    columns = min(len(panels), PANEL_COLUMNS)
+    rows = math.ceil(len(panels) / columns)
+    figure = new_figure(max(4.0 * columns, 6.5), 4.4 * rows + 1.2)
+    grid = figure.add_gridspec(rows, columns)
+    panel_width = figure_width(figure) / columns
+    ticks_label = None
+    for index, (score, confidence, correct) in enumerate(panels):
+        metrics = model.scores[score]
+        data = smooth_reliability_data(confidence, correct, metrics.get("smece"), metrics.get("smece_sigma"))
+        ax = figure.add_subplot(grid[index // columns, index % columns])
+        ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, zorder=2)
+        peak = float(np.max(data.density))
+        if peak > 0:
+            ax.fill_between(data.t, 0.0, DENSITY_HEIGHT * data.density / peak, color="0.55", alpha=0.35,
+                            linewidth=0, zorder=1)
+        _density_curve(ax, data)
+        hits = data.tick_correct
+        ax.vlines(data.ticks[hits], 0.0, TICK_HEIGHT, color="black", linewidth=0.6, zorder=4)
+        ax.vlines(data.ticks[~hits], -TICK_HEIGHT, 0.0, color="black", linewidth=0.6, zorder=4)
+        ticks_label = f"{data.ticks.size:,} rows at random: correct above 0, errors below"
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.05, 1.05)
+        drawn_at = "" if data.bandwidth == data.sigma else f", drawn at σ = {data.bandwidth:.3g}"
+        ax.set_title(wrap(f"{user_text(score_label(score, model), NAME_LIMITS['title'])}\n"
+                          f"smooth ECE {pct(data.smece)} (σ* = {data.sigma:.3g}{drawn_at})", panel_width))
+        ax.set_xlabel("confidence (top-label probability)")
+        if index % columns == 0:
+            ax.set_ylabel("accuracy (kernel-smoothed)")
+    handles = [
+        Line2D([], [], color="0.3", linestyle="--", linewidth=0.9, label="perfect calibration"),
+        Line2D([], [], color=SMOOTH_CURVE_COLOUR, linewidth=2.5,
+               label="kernel-weighted accuracy (Gaussian reflected at 0 and 1, σ = σ*); thicker where more rows"),
+        Patch(color="0.55", alpha=0.35, linewidth=0, label="density of confidences (same kernel; peak at 0.3)"),
+        Line2D([], [], color="black", linewidth=0.6, marker="|", linestyle="none", markersize=6, label=ticks_label),
+    ]
+    figure.legend(handles=handles, loc="outside lower center",
+                  ncol=legend_columns([h.get_label() for h in handles], figure_width(figure), 2))
+    figure.suptitle(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: smoothed reliability on "
+                         f"{model.n_eval:,} samples", figure_width(figure), 11), fontsize=11)
+    return figure

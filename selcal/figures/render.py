@@ -27,7 +27,7 @@ from ..options import split_items
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search, pnorm_rows
 from .profile import figure_logit_profile, raw_logits
-from .reliability import figure_reliability
+from .reliability import figure_reliability, figure_smooth_reliability
 from .selective import figure_errors_by_group, figure_rc, figure_rc_overlay
 from .sweep import figure_sweep_of
 from .vmax import figure_vmax_msp, figure_vmax_msp_overlay, vmax_msp_skip_reason, vmax_stats
@@ -38,12 +38,13 @@ __all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "Job", "plan_figures", "parse_kind
            "write_plots"]
 
 # Figures of one model, one file each; FIGURE_KINDS are those every model with logits gets.
-FIGURE_KINDS = ("rc", "reliability", "vmax_msp", "pnorm_search")
+FIGURE_KINDS = ("rc", "reliability", "smooth", "vmax_msp", "pnorm_search")
 # The names --figures takes, each with the kinds of figure it selects (a family's overlay
 # across models comes with it).
 FIGURE_FAMILIES = {
     "rc": ("rc", "overlay_rc"),
     "reliability": ("reliability",),
+    "smooth": ("smooth",),
     "vmax_msp": ("vmax_msp", "overlay_vmax_msp"),
     "pnorm_search": ("pnorm_search",),
     "errors_by_group": ("errors_by_group",),
@@ -132,7 +133,7 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
     than ``OVERLAY_VMAX_MODELS`` models, several figures ``overlay_vmax_msp_1``, ``_2``, ...
     of :func:`~selcal.figures.data.overlay_pages` sharing their y axes); ``overlay_logit_profile``
     for 2..6 models with a profile; when rows have groups, ``errors_by_group``; a
-    ``sweep_NAME`` per swept value. Per model: ``rc``, ``reliability`` (a probability score),
+    ``sweep_NAME`` per swept value. Per model: ``rc``, ``reliability`` and ``smooth`` (a probability score),
     ``vmax_msp`` (msp, and :func:`~selcal.figures.vmax_msp_skip_reason` allows),
     ``pnorm_search`` (pnorm fitted on validation rows), ``logit_profile`` and ``pnorm_vmax``
     (their data kept, raw logits). ``kinds``: the families to draw (:func:`parse_kinds`;
@@ -215,8 +216,11 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
             if model.rows is not None:
                 add("reliability", "reliability", index, "Reliability diagram and confidence histogram.",
                     figure_reliability, [index], n_bins=bins)
+                add("smooth", "smooth", index, "Smoothed reliability (the curve of the smooth ECE) over the "
+                    "density of confidences.", figure_smooth_reliability, [index])
             else:
-                note("reliability", f"{safe_stem(model.name)}_reliability not drawn: the result holds no per-row values")
+                for kind in ("reliability", "smooth"):
+                    note(kind, f"{safe_stem(model.name)}_{kind} not drawn: the result holds no per-row values")
         if "msp" in model.scores:
             if vmax_reason is None:
                 add("vmax_msp", "vmax_msp", index, "Max logit given MSP for correct and incorrect predictions.",
