@@ -257,3 +257,29 @@ def test_smooth_is_a_kind_of_its_own_and_in_the_report():
     page = html_report.render_report(result, drawn)
     assert "alt='smooth m&lt;&amp;&gt;'" in page and "Smoothed reliability" in page
     assert page.count("<figure class='wide'>") == 2
+
+
+def test_calibrators_panels_give_their_reported_numbers():
+    """Each calibrator's panels: its own correctness (its own top label) gives its reported ECE,
+    and the smoothed panel is drawn at its reported σ*."""
+    from selcal.scores import REGISTRY
+
+    calibrators = [name for name in ("vector", "dirichlet", "isotonic") if name in REGISTRY]
+    if not calibrators:
+        pytest.skip("the calibrators are not registry scores yet")
+    rng = np.random.default_rng(8)
+    n, k = 3000, 4
+    labels = rng.integers(0, k, size=n)
+    logits = rng.normal(size=(n, k)) * 2.0
+    logits[np.arange(n), labels] += 1.5
+    logits[:, 0] += 1.0  # a class bias that vector scaling and Dirichlet calibration undo: other top labels
+    options = selcal.Options(scores=("msp", *calibrators))
+    model = selcal.evaluate_arrays(logits[1000:], labels[1000:], logits[:1000], labels[:1000], options=options)
+    panels = {name: (q, c) for name, q, c in plots.reliability.probability_scores(model)}
+    assert set(panels) == {"msp", *calibrators}
+    assert any(not np.array_equal(panels[name][1], model.rows.correct) for name in calibrators)
+    for name, (q, c) in panels.items():
+        assert plots.reliability_data(q, c, 15).ece() == pytest.approx(model.scores[name]["ece"], abs=1e-12)
+        if "smece_sigma" in model.scores[name]:
+            data = plots.smooth_reliability_data(q, c, model.scores[name]["smece"], model.scores[name]["smece_sigma"])
+            assert data.smece_of_curve() == pytest.approx(model.scores[name]["smece"], abs=1e-4)
