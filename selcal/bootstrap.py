@@ -59,6 +59,7 @@ from scipy.special import digamma
 
 from . import calibration
 from .errors import OptionError, SelcalError
+from .exact_sums import CountWeightedSums
 from .metrics import catalog
 from .results import EvaluationResult, ModelResult, to_jsonable
 from .scores import REGISTRY, fitted as fitted_scores
@@ -313,6 +314,7 @@ class _Prepared:
         self.mean_names = list(means)
         columns = [data.correct.astype(np.float64)] + [np.asarray(v, dtype=np.float64) for v in means.values()]
         self.mean_matrix = np.stack(columns, axis=1)
+        self.mean_sums = CountWeightedSums(self.mean_matrix)  # the same bits whatever BLAS's threads
         self.model_level = model_level
         self.harmonic = _harmonic(data.n)
 
@@ -332,7 +334,7 @@ class _Prepared:
         if n.max() >= self.harmonic.size:
             self.harmonic = _harmonic(int(n.max()))
         out: dict[str, dict[str, np.ndarray]] = {}
-        sums = counts.astype(np.float64) @ self.mean_matrix
+        sums = self.mean_sums(counts, n)
         if self.model_level:
             out["model"] = {"accuracy": sums[:, 0] / n, "error": (n - sums[:, 0]) / n}
         for j, key in enumerate(self.mean_names, start=1):

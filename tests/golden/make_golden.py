@@ -4,6 +4,7 @@
 
     python tests/golden/make_golden.py            # (re)write tests/golden/expected/
     python tests/golden/make_golden.py OUT_DIR    # write them elsewhere (the test compares the two)
+    python tests/golden/make_golden.py OUT_DIR boot compare   # only these commands
 
 Run from the repository root (paths in the outputs are relative to it). Every command runs
 in-process (typer's CliRunner) with a fixed terminal width, so the terminal tables are kept too.
@@ -71,8 +72,9 @@ def runs(out: str) -> list[tuple[str, list[str]]]:
     return cases
 
 
-def write(out: Path) -> None:
-    """Run every command, writing its files and stdout into ``out`` (created afresh)."""
+def write(out: Path, only: list[str] | None = None) -> None:
+    """Run every command (or those named in ``only``), writing its files and stdout into ``out``
+    (created afresh)."""
     from typer.testing import CliRunner
 
     from selcal.cli import app
@@ -83,6 +85,8 @@ def write(out: Path) -> None:
     os.chdir(ROOT)
     runner = CliRunner()
     for name, argv in runs(str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)):
+        if only is not None and name not in only:
+            continue
         result = runner.invoke(app, argv, env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
         crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
         if crashed or result.exit_code not in (0, 1):  # check/compare exit 1 on a regression: still an output
@@ -93,6 +97,8 @@ def write(out: Path) -> None:
     import selcal
 
     for d in ("calibrator_cifar10_resnet50_ce", "lspair_alpha0.1"):
+        if only is not None and f"stream_{d}" not in only:
+            continue
         result = selcal.evaluate(f"{S}/{d}.parquet", stream=True, scores="all", chunk_rows=777)
         (out / f"stream_{d}.json").write_text(result.to_json())
     rel = str(out.relative_to(ROOT)) if out.is_relative_to(ROOT) else str(out)
@@ -102,4 +108,4 @@ def write(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else EXPECTED)
+    write(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else EXPECTED, sys.argv[2:] or None)
