@@ -302,7 +302,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     entry = REGISTRY[score]
     for dump in (test, val):  # as evaluate: a score of the logits' scale is never computed on probabilities
         kind = getattr(dump, "input", "logits")
-        if dump is not None and kind != "logits" and entry.raw_logits:
+        if dump is not None and not entry.available_on(kind, options):
             raise SelcalError(f"{dump.path}: holds {INPUT_WORDS[kind]}, and {score} needs raw logits; choose a "
                               "score that does not (e.g. --score msp or --score temp)")
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)

@@ -128,7 +128,7 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
     correct = rows.correct
     n = correct.size
     warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))
-                                  or (extra or {}).get("input") in ("probs", "logprobs")))
+                                  or (extra or {}).get("input") in ("probs", "logprobs"), options=options))
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
@@ -240,12 +240,13 @@ INPUT_WORDS = {"probs": "probabilities", "logprobs": "log-probabilities"}
 
 
 def scores_for_input(options: Options, kind: str, where: str = "") -> tuple[Options, list[str]]:
-    """``options`` without the scores that read the logits' scale (``raw_logits`` in the
-    registry) when the file held probabilities or log-probabilities (CONVENTIONS.md, "Input"):
-    they are never computed on those. Returns the options and the names left out."""
+    """``options`` without the scores not computed on a file holding probabilities or
+    log-probabilities (``available_on`` in the registry: on probabilities every ``raw_logits``
+    score, on log-probabilities those that read the logits' shift; CONVENTIONS.md, "Input").
+    Returns the options and the names left out."""
     if kind == "logits":
         return options, []
-    dropped = [name for name in options.scores if REGISTRY[name].raw_logits]
+    dropped = [name for name in options.scores if not REGISTRY[name].available_on(kind, options)]
     kept = [name for name in options.scores if name not in dropped]
     if dropped and not kept:
         raise SelcalError(f"{where}: holds {INPUT_WORDS[kind]}, and {_and(dropped)} need{'s' if len(dropped) == 1 else ''}"
@@ -278,11 +279,12 @@ def logit_kind(rows: RowReduction) -> str:
     return "logits"
 
 
-def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilities: bool = False) -> list[str]:
+def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilities: bool = False,
+                  options: Options | None = None) -> list[str]:
     """Signs that the dump holds something other than logits and 0-based labels.
 
     ``chosen``: the scores evaluated (the log-probabilities warning names those that read
-    the logits' scale, ``raw_logits`` in the registry). ``log_probabilities``: the dump says
+    the logits' scale under ``options``, ``reads_scale`` in the registry). ``log_probabilities``: the dump says
     it holds log-probabilities (an ensemble written by ``selcal ensemble``), so they are not
     warned about.
     """
@@ -292,8 +294,10 @@ def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilit
         warnings.append("the logits look like probabilities (non-negative, rows sum to 1): "
                         "save logits, or log-probabilities, instead")
     elif kind == "log-probabilities" and not log_probabilities:
-        right = [n for n in chosen if not REGISTRY[n].raw_logits]
-        wrong = [n for n in chosen if REGISTRY[n].raw_logits] or [n for n in REGISTRY if REGISTRY[n].raw_logits]
+        options = options or Options()
+        right = [n for n in chosen if not REGISTRY[n].reads_scale(options)]
+        wrong = ([n for n in chosen if REGISTRY[n].reads_scale(options)]
+                 or [n for n in REGISTRY if REGISTRY[n].reads_scale(options)])
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
                         + (f"{_and(right)} {'is' if len(right) == 1 else 'are'} right, but " if right else "")
                         + f"{_and(wrong)} {'is' if len(wrong) == 1 else 'are'} not meaningful")

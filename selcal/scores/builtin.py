@@ -52,6 +52,11 @@ def _search_note(name: str, fitted: str, m: dict) -> str:
             + ("; falls back to MSP, which is no worse on validation" if m["fallback"] else ""))
 
 
+def _centred(options) -> bool:
+    """Centred, the p-norm scores see v - mean(v): a shift of a row's logits changes nothing."""
+    return bool(options.center)
+
+
 def _pnorm_note(m: dict) -> str:
     return _search_note("pnorm", f"p = {m['p']}", m)
 
@@ -59,7 +64,7 @@ def _pnorm_note(m: dict) -> str:
 add(Score(
     "pnorm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC",
     score=lambda t, state: t.log_msp if state.fallback else _pnorm_values(t, state),
-    fit=_fit_pnorm, label="p-norm", raw_logits=True, colour="#2ca02c",
+    fit=_fit_pnorm, label="p-norm", raw_logits=True, shift_invariant_when=_centred, colour="#2ca02c",
     options=("p_grid", "center", "pnorm_objective"),
     describe=lambda state, measured: dict(
         p=state.p, fallback=state.fallback, center=state.center, objective=state.objective,
@@ -147,14 +152,18 @@ def _fit_pnorm_softmax(val_logits, val_labels, options) -> fits.PnormSoftmaxFit:
 
 
 def _pnorm_softmax_note(m: dict) -> str:
-    return _search_note("pnorm_softmax", f"p = {m['p']}, T = {m['temperature']:.4g}", m)
+    note = _search_note("pnorm_softmax", f"p = {m['p']}, T = {m['temperature']:.4g}", m)
+    if m["fallback"] or m.get("ece") is None:
+        return note
+    return (note + "; T is chosen for ranking, not calibration, so its probabilities are not calibrated by "
+            f"construction: its ECE of {100 * m['ece']:.1f}% is expected, not a defect")
 
 
 add(Score(
     "pnorm_softmax", "MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
     softmax=lambda t, state: (t.logits, 1.0, None) if state.fallback else
     (normalised_logits(t.logits, state.p, state.center), 1.0 / state.temperature, None),
-    fit=_fit_pnorm_softmax, raw_logits=True, own_predictions=False, reports=(), options=("p_grid", "center"),
+    fit=_fit_pnorm_softmax, raw_logits=True, shift_invariant_when=_centred, own_predictions=False, reports=(), options=("p_grid", "center"),
     describe=lambda state, measured: dict(
         p=state.p, temperature=state.temperature, fallback=state.fallback, center=state.center, objective="aurc",
         val_objective=state.val_objective, val_objective_msp=state.val_objective_msp),

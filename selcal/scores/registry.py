@@ -55,6 +55,10 @@ class Score:
     label : its name for people (figure legends and titles); default ``name``.
     raw_logits : it reads the logits' scale, not only their differences within a row, so it
         means nothing when the logits are log-probabilities (or probabilities).
+    shift_invariant_when : ``options -> bool``, for a ``raw_logits`` score: under which options it
+        reads only the differences within a row after all (the centred p-norm sees v - mean(v)),
+        so log-probabilities, the logits shifted per row, give it the same values (see
+        :meth:`reads_scale`).
     own_predictions : its probabilities may have another argmax than the logits (a
         calibrator): its accuracy is reported and its errors are its own.
     model_probabilities : its probabilities are the model's own softmax (msp): the tables show
@@ -88,6 +92,7 @@ class Score:
     softmax: Callable[[ChunkTerms, Any], tuple] | None = None
     label: str | None = None
     raw_logits: bool = False
+    shift_invariant_when: Callable[[Any], bool] | None = None
     own_predictions: bool = True
     log_confidence: bool = False
     model_probabilities: bool = False
@@ -125,6 +130,22 @@ class Score:
     def shown_as(self) -> str:
         """Its name for people (figures, report)."""
         return self.label or self.name
+
+    def reads_scale(self, options) -> bool:
+        """Whether, under ``options``, its values change when each row of logits is shifted (as
+        log-probabilities are): ``raw_logits`` unless ``shift_invariant_when(options)``."""
+        return self.raw_logits and not (self.shift_invariant_when is not None and self.shift_invariant_when(options))
+
+    def available_on(self, kind: str, options) -> bool:
+        """Whether it is computed on a file holding ``kind`` (``logits``, ``probs``, ``logprobs``).
+
+        On probabilities no ``raw_logits`` score is (CONVENTIONS.md, "Input"; log 0 = -inf where a
+        probability underflowed); log-probabilities are the logits shifted per row, so only the
+        scores that read the shift (:meth:`reads_scale`) are left out.
+        """
+        if kind == "logits":
+            return True
+        return not (self.raw_logits if kind == "probs" else self.reads_scale(options))
 
     def is_probability(self, metrics: dict) -> bool:
         """Whether its values (as kept: exp of a log confidence) are probabilities, given its metrics."""
