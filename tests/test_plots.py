@@ -296,6 +296,35 @@ def png_size(path: Path) -> tuple[int, int]:
         return image.size
 
 
+def test_png_figures_are_palette_images_matplotlibs_pixels_kept_within_a_few_levels(pair):
+    # PNGs are written as 256-colour palette images (a third of the bytes): every pixel within 16 of
+    # 255 of what matplotlib draws, the white background exactly.
+    import io
+
+    from PIL import Image
+
+    from selcal.figures import base
+
+    matplotlib, _, _ = base.mpl()
+    for job in plots.plan_figures(pair)[:4]:
+        with matplotlib.rc_context(base.style()):
+            chosen = [pair.models[i] for i in job.models]
+            figure = job.draw(chosen if job.many else chosen[0], **job.options)
+            base.fit(figure)
+            raw = io.BytesIO()
+            figure.savefig(raw, format="rgba", dpi=figure.dpi)
+            width, height = figure.canvas.get_width_height(physical=True)
+            png = base.render(figure, "png")
+        drawn = np.frombuffer(raw.getvalue(), np.uint8).reshape(height, width, 4)[..., :3].astype(int)
+        with Image.open(io.BytesIO(png)) as image:
+            assert image.mode == "P" and len(image.getcolors(256)) <= 256, job.stem
+            assert image.size == (width, height)
+            got = np.asarray(image.convert("RGB")).astype(int)
+        assert np.abs(got - drawn).max() <= 16, job.stem
+        white = (drawn == 255).all(axis=-1)
+        assert white.any() and (got[white] == 255).all(), job.stem  # the background stays white
+
+
 def test_write_plots_png_every_figure_decodes(pair, tmp_path):
     out = tmp_path / "figs"
     written = plots.write_plots(pair, out, "png", ls_alpha=[0.0, 0.1])
