@@ -4,7 +4,10 @@ The page holds the settings the numbers depend on, one metric table per model (t
 of the terminal table, per-group tables when rows have groups), and every figure of
 :mod:`selcal.figures` embedded as a ``data:`` URI (PNG, or SVG when the figures were
 rendered as SVG), so it can be opened offline, mailed, or attached to a pull request.
-Nothing is measured here: every number is read from the result.
+Each image is embedded once: a model's figure that a figure across models shows as one of its
+tiles (``selcal.figures.render.TILES``) is a link to that figure in the model's section. PNG
+figures are palette images (:func:`selcal.figures.base.palette_png`), so the page grows by about
+0.3 MB per model with every figure. Nothing is measured here: every number is read from the result.
 """
 
 from __future__ import annotations
@@ -167,6 +170,31 @@ def image_size(data: bytes, fmt: str) -> tuple[int, int] | None:
     return None
 
 
+def _figure_id(figure) -> str:
+    return "figure-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in figure.stem)
+
+
+def _tiled(figures) -> dict[tuple[str, str], tuple[Any, int, int]]:
+    """(model, kind) -> (figure across models, its page, pages) for each model whose figure of that
+    kind a figure across models shows already, as a tile (:data:`selcal.figures.render.TILES`)."""
+    from .figures.render import TILES
+
+    out = {}
+    for kind, tile in TILES.items():
+        pages = [f for f in figures if f.model is None and f.kind == kind and f.data]
+        for number, page in enumerate(pages, 1):
+            for name in getattr(page, "models", ()):
+                out.setdefault((name, tile), (page, number, len(pages)))
+    return out
+
+
+def _tile_note(figure, shown) -> str:
+    page, number, pages = shown
+    which = "the figure" if pages == 1 else f"figure {number} of {pages}"
+    return (f"<p class='note'>{_e(figure.caption.rstrip('.'))}: shown with the other models in "
+            f"<a href='#{_figure_id(page)}'>{which} across models</a> (the same panels, axes shared).</p>")
+
+
 def _figure_html(figure) -> str:
     mime = _MIME.get(figure.format)
     if mime is None or not figure.data:
@@ -179,7 +207,8 @@ def _figure_html(figure) -> str:
     # a browser decodes a figure when it scrolls near, not all of them when the page opens).
     size = "" if size is None else \
         f" width='{size[0]}' height='{size[1]}' style='min-width:{math.ceil(MIN_FIGURE_SCALE * size[0])}px'"
-    return (f"<figure{wide}><div class='frame'><img alt='{_e(alt)}'{size} loading='lazy' decoding='async' "
+    return (f"<figure{wide} id='{_figure_id(figure)}'><div class='frame'><img alt='{_e(alt)}'{size} loading='lazy' "
+            "decoding='async' "
             f"src='data:{mime};base64,{data}'></div>"
             f"<figcaption>{_e(figure.caption)}</figcaption></figure>")
 
@@ -284,6 +313,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
                      f"<td>{_format(model.accuracy, 'pct')}</td>{cells}</tr>")
     parts.append("</tbody></table></div>")
     shared = [f for f in figures if f.model is None]
+    tiled = _tiled(figures)  # per-model figures a figure across models shows: embedded once, there
     if shared:
         parts.append("<h2 id='across-models'>Across models</h2><div class='figures'>")
         parts += [_figure_html(f) for f in shared]
@@ -304,9 +334,11 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         parts += [f"<p class='warning'>warning: {_e(w)}</p>" for w in model.warnings]
         parts.append(_group_table(model))
         parts.append(_errors_tables(model))
-        own = [_figure_html(f) for f in figures if f.model == model.name]
-        if own:
-            parts.append("<div class='figures'>" + "".join(own) + "</div>")
+        own = [f for f in figures if f.model == model.name]
+        drawn = [_figure_html(f) for f in own if (model.name, f.kind) not in tiled]
+        if drawn:
+            parts.append("<div class='figures'>" + "".join(drawn) + "</div>")
+        parts += [_tile_note(f, tiled[model.name, f.kind]) for f in own if (model.name, f.kind) in tiled]
     parts.append("<h2 id='settings'>Settings</h2><div class='scroll'><table class='settings'><thead><tr>"
                  "<th>setting</th><th>value</th><th>default, where it differs</th></tr></thead><tbody>")
     parts += [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td><td class='default'>{'' if d is None else _e(d)}</td></tr>"

@@ -126,7 +126,8 @@ def test_report_fits_the_window_and_every_figure_loads(report, width):
     measure = json.loads(match.group(1).replace("&quot;", '"'))
     assert measure["innerWidth"] == width
     assert measure["scrollWidth"] <= measure["innerWidth"], measure  # no sideways scrolling of the page
-    assert measure["images"] == n_images and n_images == 3 + 2 * 4  # overlays, errors by group; 4 per model
+    # overlays, errors by group; rc, reliability and smooth per model (its vmax_msp is a tile of overlay_vmax_msp)
+    assert measure["images"] == n_images and n_images == 3 + 2 * 3
     assert measure["loaded"] == n_images  # every figure decoded once scrolled to (loading=lazy)
     assert min(measure["scales"]) >= html_report.MIN_FIGURE_SCALE - 0.01, measure["scales"]
     tables = measure["tables"]

@@ -96,10 +96,21 @@ def test_page_is_well_formed_and_loads_nothing(page_text):
         assert image.get("alt")
 
 
-def test_page_has_every_figure(result, page_text):
+def test_page_has_every_figure_once(result, page_text):
     page = parse(page_text)
-    expected = 3 + len(result.models) * len(plots.FIGURE_KINDS)  # overlays, errors by group, per model
+    # overlays and errors by group, then each model's figures but its vmax_msp, a tile of overlay_vmax_msp
+    expected = 3 + len(result.models) * (len(plots.FIGURE_KINDS) - 1)
     assert len(page.images) == expected
+    sources = [image["src"] for image in page.images]
+    assert len(set(sources)) == len(sources)  # no image embedded twice
+    assert "<figure class='wide' id='figure-overlay_vmax_msp'>" in page_text or \
+        "<figure id='figure-overlay_vmax_msp'>" in page_text
+    assert page.links.count("#figure-overlay_vmax_msp") == len(result.models)  # each model's vmax_msp is there
+    for model in result.models:
+        section = page_text[page_text.index(f"id='{html_report._anchor(model.name)}'"):]
+        section = section[:section.find("<h2", 1)]
+        assert "href='#figure-overlay_vmax_msp'" in section and f"alt='vmax_msp {html_report._e(model.name)}'" not in section
+        assert f"alt='rc {html_report._e(model.name)}'" in section
 
 
 def test_page_shows_the_result_numbers(result, page_text):

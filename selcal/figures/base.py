@@ -226,7 +226,8 @@ def legend_below(ax, ncol: int = 1, handles=None):
 @dataclass
 class RenderedFigure:
     """One figure as file content: ``stem`` (file name without extension), ``kind``,
-    the model it shows (``None`` for figures across models), a caption, and the bytes."""
+    the model it shows (``None`` for figures across models), a caption, the bytes, and
+    ``models``, the names of the models it draws."""
 
     stem: str
     kind: str
@@ -235,6 +236,7 @@ class RenderedFigure:
     format: str
     data: bytes
     path: Path | None = None
+    models: tuple[str, ...] = ()
 
 
 # Nothing may be drawn closer than this to the border of a figure, in pixels at savefig.dpi.

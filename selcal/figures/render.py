@@ -34,7 +34,7 @@ from .vmax import figure_vmax_msp, figure_vmax_msp_overlay, vmax_msp_skip_reason
 from .base import PLOT_FORMATS, RenderedFigure, mpl, render, safe_stem, style
 from .data import DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, overlay_pages, vmax_msp_limits
 
-__all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "Job", "plan_figures", "parse_kinds", "render_figures",
+__all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "TILES", "Job", "plan_figures", "parse_kinds", "render_figures",
            "write_plots"]
 
 # Figures of one model, one file each; FIGURE_KINDS are those every model with logits gets.
@@ -53,6 +53,9 @@ FIGURE_FAMILIES = {
     "sweep": ("sweep",),
 }
 OVERLAY_PROFILE_MODELS = 6  # more models: one profile figure per model only
+# Figures across models made of the figures of one kind per model, side by side (the same panels,
+# axes shared): the HTML report shows each model's panels once, there.
+TILES = {"overlay_vmax_msp": "vmax_msp"}
 # Fewer jobs than this are drawn in the calling process: starting workers costs about as much.
 PARALLEL_FROM = 4
 
@@ -349,7 +352,7 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
                 progress(done, len(jobs))
             if data is not None:
                 yield RenderedFigure(stem=job.stem, kind=job.kind, model=job.model, caption=job.caption, format=fmt,
-                                     data=data)
+                                     data=data, models=tuple(models[i].name for i in job.models))
     finally:
         drawn.close()
 
