@@ -7,7 +7,8 @@ rendered as SVG), so it can be opened offline, mailed, or attached to a pull req
 Each image is embedded once: a model's figure that a figure across models shows as one of its
 tiles (``selcal.figures.render.TILES``) is a link to that figure in the model's section. PNG
 figures are palette images (:func:`selcal.figures.base.palette_png`), so the page grows by about
-0.3 MB per model with every figure. Nothing is measured here: every number is read from the result.
+0.36 MB per CIFAR-size model with every figure (bench/bench_report.py). Nothing is measured here:
+every number is read from the result.
 """
 
 from __future__ import annotations
