@@ -297,12 +297,14 @@ def default_workers() -> int:
 
 def _context():
     """forkserver where there is one (a fork of a single-threaded server: safe although the
-    parent runs threads; matplotlib is imported there once), else spawn."""
+    parent runs threads; matplotlib, its Agg canvas and scipy.stats (the reliability diagram's
+    intervals) are imported there once, not in every worker), else spawn."""
     import multiprocessing
 
     try:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload([__name__, "matplotlib.figure", "matplotlib.backends.backend_agg",
+                                        "scipy.stats"])
         return context
     except ValueError:
         return multiprocessing.get_context("spawn")
