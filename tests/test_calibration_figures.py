@@ -256,7 +256,7 @@ def test_smooth_is_a_kind_of_its_own_and_in_the_report():
     assert [f.kind for f in drawn] == ["reliability", "smooth"]
     page = html_report.render_report(result, drawn)
     assert "alt='smooth m&lt;&amp;&gt;'" in page and "Smoothed reliability" in page
-    assert page.count("<figure class='wide'>") == 2
+    assert page.count("<figure class='wide' id='figure-") == 2
 
 
 def test_calibrators_panels_give_their_reported_numbers():
