@@ -295,7 +295,8 @@ def test_resamples_of_other_sizes_equal_the_plain_metrics_on_the_repeated_rows()
     """A cluster resample holds another number of rows than the data: every metric uses its own total."""
     from test_bootstrap import plain_metrics, tied_data
 
-    from selcal.bootstrap import _Prepared, draw_cluster_counts
+    from selcal.bootstrap import draw_cluster_counts
+    from selcal.bootstrap.vectorised import Prepared
 
     rng = np.random.default_rng(4)
     for n, bins in ((200, 15), (30, 4), (9, 15)):
@@ -303,7 +304,7 @@ def test_resamples_of_other_sizes_equal_the_plain_metrics_on_the_repeated_rows()
         clusters = np.sort(rng.integers(0, 6, size=n))
         data.clusters = clusters
         for counts in draw_cluster_counts(clusters, 5, seed=n):
-            got = _Prepared(data).metrics_of_counts(counts)
+            got = Prepared(data).metrics_of_counts(counts)
             for i, row_counts in enumerate(counts):
                 for c in np.unique(clusters):  # whole clusters drawn
                     assert len(set(row_counts[clusters == c].tolist())) == 1

@@ -1,0 +1,342 @@
+"""The metrics of a block of resamples at once, from one sort of each score (see the package's
+docstring): tie groups with weights, harmonic numbers, equal-width and equal-mass bins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import digamma
+
+from .. import calibration
+from ..errors import SelcalError
+from ..exact_sums import CountWeightedSums
+from ..metrics import catalog
+from .data import RowData
+
+
+# ---------------------------------------------------------------------- preparation
+def _harmonic(n: int) -> np.ndarray:
+    """H(0..n), H(k) = sum_{i<=k} 1/i, each to full float64 precision (digamma, not a running sum)."""
+    k = np.arange(n + 1, dtype=np.float64)
+    out = digamma(k + 1.0) + np.euler_gamma
+    out[0] = 0.0
+    return out
+
+
+def _first_at_least(target: float, denominator):
+    """Smallest integer k with k / denominator >= target, in float64 as the plain metrics compare."""
+    denominator = np.asarray(denominator, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.ceil(target * denominator)
+        for _ in range(2):
+            k = np.where((k - 1) / denominator >= target, k - 1, k)
+            k = np.where(k / denominator < target, k + 1, k)
+    return k
+
+
+@dataclass
+class _Ranking:
+    """One score sorted once (descending, stable: the order of ``selective.risk_coverage``).
+
+    Positions are indices into the sorted order. Only the tie groups holding an error
+    enter AURC, AUGRC and AUROC (summation by parts), so most work is done on those.
+    """
+
+    order: np.ndarray  # row at each sorted position
+    group_of: np.ndarray  # tie group of each sorted position
+    group_start: np.ndarray  # first position of each group
+    group_end: np.ndarray  # last position of each group
+    error_rows: np.ndarray  # rows of the errors, in sorted order
+    errors_through: np.ndarray  # errors in groups <= g, per group g
+    error_groups: np.ndarray  # groups holding at least one error
+    first_error: np.ndarray  # per error group: index (into error_rows) of its first error
+    last_error: np.ndarray  # ... and one past its last
+    error_group_start: np.ndarray  # per error group: its first position
+    error_group_end: np.ndarray  # ... and one past its last
+
+
+def _ranking(score: np.ndarray, correct: np.ndarray) -> _Ranking:
+    order = np.argsort(-score, kind="stable")
+    starts = np.empty(score.size, dtype=bool)
+    starts[0] = True
+    starts[1:] = np.diff(score[order]) != 0
+    group_of = np.cumsum(starts) - 1
+    n_groups = int(group_of[-1]) + 1
+    group_end = np.append(np.flatnonzero(starts)[1:] - 1, score.size - 1)
+    is_error = ~correct[order]
+    errors_through = np.cumsum(np.bincount(group_of[is_error], minlength=n_groups))
+    error_groups = np.flatnonzero(np.diff(errors_through, prepend=0) > 0)
+    last_error = errors_through[error_groups]
+    first_error = np.concatenate(([0], last_error))[:-1]
+    group_start = np.flatnonzero(starts)
+    return _Ranking(order=order, group_of=group_of, group_start=group_start, group_end=group_end,
+                    error_rows=order[is_error], errors_through=errors_through, error_groups=error_groups,
+                    first_error=first_error, last_error=last_error,
+                    error_group_start=group_start[error_groups], error_group_end=group_end[error_groups] + 1)
+
+
+@dataclass
+class _Binning:
+    """One probability score sorted once by confidence (ascending, stable, as adaptive ECE does)."""
+
+    order: np.ndarray
+    sorted_confidence: np.ndarray
+    correct_rows: np.ndarray  # rows of the correct predictions, in sorted order
+    correct_before: np.ndarray  # (N + 1,) correct rows at positions < p
+    bin_ends: np.ndarray  # (bins,) one past the last position of each equal-width bin
+    run_start: np.ndarray  # first position of the run of equal confidence holding each position
+    run_end: np.ndarray  # one past its last position
+    group_ends: np.ndarray  # exclusive ends of the equal-mass groups (in resampled positions)
+
+
+def _binning(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> _Binning:
+    n = confidence.size
+    order = np.argsort(confidence, kind="stable")
+    sorted_confidence = confidence[order]
+    sorted_correct = correct[order]
+    bins = calibration.equal_width_bin(sorted_confidence, n_bins)  # non-decreasing
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    starts[1:] = np.diff(sorted_confidence) != 0
+    run = np.cumsum(starts) - 1
+    run_starts = np.flatnonzero(starts)
+    run_ends = np.append(run_starts[1:], n)
+    base, extra = divmod(n, n_bins)
+    sizes = np.full(n_bins, base, dtype=np.int64)
+    sizes[:extra] += 1
+    return _Binning(
+        order=order, sorted_confidence=sorted_confidence, correct_rows=order[sorted_correct],
+        correct_before=np.concatenate(([0], np.cumsum(sorted_correct))),
+        bin_ends=np.searchsorted(bins, np.arange(n_bins), side="right"),
+        run_start=run_starts[run], run_end=run_ends[run],
+        group_ends=np.cumsum(sizes[sizes > 0]),
+    )
+
+
+def _cumulative(counts: np.ndarray, columns: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """(b, len(columns) + 1): column j holds the sum of ``counts[:, columns[:j]]`` (times weights)."""
+    taken = np.take(counts, columns, axis=1)
+    if weights is not None:
+        taken = taken * weights
+    out = np.empty((counts.shape[0], columns.size + 1), dtype=taken.dtype)
+    out[:, 0] = 0
+    np.cumsum(taken, axis=1, out=out[:, 1:])
+    return out
+
+
+class Prepared:
+    """Everything sorted once; :meth:`metrics` evaluates a block of resamples."""
+
+    def __init__(self, data: RowData, scores: tuple[str, ...] | None = None, model_level: bool = True):
+        if data.n == 0:
+            raise SelcalError("no evaluation rows to resample")
+        self.data = data
+        names = tuple(data.scores) if scores is None else scores
+        self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct)) for s in names}
+        self.binnings = {s: _binning(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
+                         for s in names if s in data.confidence}
+        means = {k: v for k, v in data.row_means.items()
+                 if (model_level and "." not in k) or k.split(".", 1)[0] in names}
+        self.mean_names = list(means)
+        columns = [data.correct.astype(np.float64)] + [np.asarray(v, dtype=np.float64) for v in means.values()]
+        self.mean_matrix = np.stack(columns, axis=1)
+        self.mean_sums = CountWeightedSums(self.mean_matrix)  # the same bits whatever BLAS's threads
+        self.model_level = model_level
+        self.harmonic = _harmonic(data.n)
+
+    def metrics(self, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        """Metric values of each resample (a row of ``draws``): ``{"model": {...}, score: {...}}``."""
+        n = self.data.n
+        counts = row_counts(draws, n)
+        return self.metrics_of_counts(counts)
+
+    def metrics_of_counts(self, counts: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        """The same from multiplicities: ``counts[i, row]`` = times ``row`` is drawn in resample i.
+
+        A resample may hold another number of rows than the data (a cluster bootstrap draws
+        whole images): each resample's metrics are then those of its own rows, its own total.
+        """
+        n = counts.sum(axis=1)
+        if n.max() >= self.harmonic.size:
+            self.harmonic = _harmonic(int(n.max()))
+        out: dict[str, dict[str, np.ndarray]] = {}
+        sums = self.mean_sums(counts, n)
+        if self.model_level:
+            out["model"] = {"accuracy": sums[:, 0] / n, "error": (n - sums[:, 0]) / n}
+        for j, key in enumerate(self.mean_names, start=1):
+            level, _, metric = key.rpartition(".")
+            out.setdefault(level or "model", {})[metric] = sums[:, j] / n
+        for name, ranking in self.rankings.items():
+            out.setdefault(name, {}).update(self._selective(ranking, counts))
+        for name, binning in self.binnings.items():
+            out.setdefault(name, {}).update(self._calibration(binning, counts))
+        return out
+
+    # ------------------------------------------------------------------ selective
+    def _selective(self, ranking: _Ranking, counts: np.ndarray) -> dict[str, np.ndarray]:
+        data, harmonic = self.data, self.harmonic
+        n = counts.sum(axis=1)  # rows in each resample
+        b = counts.shape[0]
+        rows = np.arange(b)
+        accepted = _cumulative(counts, ranking.order)  # accepted[:, p] = weight at positions < p
+        errors = _cumulative(counts, ranking.error_rows)  # errors[:, j] = weight of the first j errors
+        n_errors = errors[:, -1].astype(np.float64)
+        n_correct = n - n_errors
+
+        # The groups holding errors: weight M, errors e, accepted a and errors E before them.
+        through = np.take(accepted, ranking.error_group_end, axis=1)
+        before = np.take(accepted, ranking.error_group_start, axis=1)
+        errors_before = np.take(errors, ranking.first_error, axis=1)
+        e = np.take(errors, ranking.last_error, axis=1) - errors_before
+        weight = through - before
+        h_through = np.take(harmonic, through)
+        delta_h = h_through - np.take(harmonic, before)
+        share = np.divide(before * delta_h, weight, out=np.zeros_like(delta_h), where=weight > 0)
+        # N * AURC = sum_k E_k / k, summed by parts over the groups holding errors.
+        area = np.sum(e * ((harmonic[n] + 1.0)[:, None] - h_through - share), axis=1) / n
+        oracle = (n_errors - n_correct * (harmonic[n] - harmonic[n_correct.astype(np.int64)])) / n
+        if data.estimator == "trapz":
+            area = area - n_errors / n / (2 * n)
+            oracle = oracle - n_errors / n / (2 * n)
+        out = {
+            "aurc": area,
+            "eaurc": area - oracle,
+            "augrc": np.sum(e * (n[:, None] - through + (weight + 1) / 2.0), axis=1) / n / n,
+        }
+        defined = (n_errors > 0) & (n_correct > 0)
+        correct_before = before - errors_before
+        wins = np.sum(e * (correct_before + 0.5 * (weight - e)), axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["auroc"] = np.where(defined, wins / (n_correct * n_errors), np.nan)
+            # FPR@95%TPR: the first group whose cumulative correct count reaches the target.
+            target = _first_at_least(0.95, n_correct)
+            first = _bisect_groups(
+                lambda g: accepted[rows, ranking.group_end[g] + 1] - errors[rows, ranking.errors_through[g]],
+                target, ranking.group_end.size)
+            out["fpr95"] = np.where(defined, errors[rows, ranking.errors_through[first]] / n_errors, np.nan)
+            # cov@r: the last feasible point is the last point or one just before a group with errors.
+            point_accepted = np.concatenate((before, n[:, None]), axis=1)
+            point_errors = np.concatenate((errors_before, errors[:, -1:]), axis=1)
+            risk = point_errors / point_accepted
+        # Suffix minimum of the risk (NaN, nothing accepted, is never feasible): non-decreasing,
+        # so the last point with risk <= r is found by a search.
+        lowest_after = np.fmin.accumulate(risk[:, ::-1], axis=1)[:, ::-1]
+        for r in data.risks:
+            last = np.array([np.searchsorted(lowest_after[i], r, side="right") - 1 for i in range(b)])
+            out[f"cov@{r:g}"] = np.where(last >= 0, point_accepted[rows, last] / n, 0.0)
+        for c in data.coverages:
+            k = _first_at_least(c, n)
+            position = np.array([np.searchsorted(accepted[i], k[i], side="left") - 1 for i in range(b)])
+            group = ranking.group_of[position]
+            out[f"risk@{c:g}"] = errors[rows, ranking.errors_through[group]] / accepted[rows, ranking.group_end[group] + 1]
+        return out
+
+    # ---------------------------------------------------------------- calibration
+    def _calibration(self, binning: _Binning, counts: np.ndarray) -> dict[str, np.ndarray]:
+        n = counts.sum(axis=1)  # rows in each resample
+        b = counts.shape[0]
+        rows = np.arange(b)[:, None]
+        weight = _cumulative(counts, binning.order)
+        confidence = _cumulative(counts, binning.order, binning.sorted_confidence)
+        hits = _cumulative(counts, binning.correct_rows)
+        # Equal-width bins: contiguous ranges of the sorted positions.
+        ends = binning.bin_ends
+        count = np.diff(weight[:, ends], axis=1, prepend=0).astype(np.float64)
+        bin_hits = np.diff(hits[:, binning.correct_before[ends]], axis=1, prepend=0).astype(np.float64)
+        bin_confidence = np.diff(confidence[:, ends], axis=1, prepend=0.0)
+        ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gaps = np.abs(bin_hits / count - bin_confidence / count)
+        mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
+        # Equal-mass groups: the sorted position holding each group's last resampled row.
+        m = binning.group_ends[None, :] if (n == self.data.n).all() else _equal_mass_ends(n, self.data.bins)
+        position = np.stack([np.searchsorted(weight[i], m[min(i, m.shape[0] - 1)], side="left") - 1
+                             for i in range(b)])
+        start, end = binning.run_start[position], binning.run_end[position]
+        before = weight[rows, start]
+        run_weight = weight[rows, end] - before
+        hits_start = hits[rows, binning.correct_before[start]]
+        run_hits = hits[rows, binning.correct_before[end]] - hits_start
+        taken = m - before
+        hits_at = hits_start + taken * (run_hits / run_weight)
+        confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
+        group_hits = np.diff(hits_at, axis=1, prepend=0.0)
+        group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
+        aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
+        if self.data.aece_estimator == "mbls":
+            aece = self._mbls_aece(binning, n, weight, confidence, hits)
+        out = {"ece": ece, "aece": aece, "mce": mce}
+        for metric in catalog.confidence_metrics():  # a metric added to the catalog: its function on every resample
+            if metric.key not in out and metric.interval:
+                out[metric.key] = self._each_resample(metric, binning, counts)
+        return out
+
+    def _each_resample(self, metric, binning: _Binning, counts: np.ndarray) -> np.ndarray:
+        """A catalog metric of the confidence with no vectorised form, computed on each resample's rows."""
+        from types import SimpleNamespace
+
+        options = self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
+        correct = np.zeros(binning.order.size, dtype=bool)
+        correct[binning.correct_rows] = True
+        values = np.empty(counts.shape[0])
+        for i in range(counts.shape[0]):
+            rows = np.repeat(np.arange(counts.shape[1]), counts[i])
+            confidence = np.empty(binning.order.size)
+            confidence[binning.order] = binning.sorted_confidence
+            values[i] = metric.compute(confidence[rows], correct[rows], options)
+        return values
+
+    def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:
+        """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
+        :func:`selcal.calibration.mbls_adaptive_calibration_error` on the repeated rows).
+
+        The edges interpolate the resample's sorted confidences at positions j n / B: the
+        resampled row at position r is the original sorted position whose cumulative weight
+        passes r. Bins are (edge_b, edge_b+1], contiguous ranges of the original order.
+        """
+        b, n_bins = n.size, self.data.bins
+        rows = np.arange(b)[:, None]
+        sorted_confidence = binning.sorted_confidence
+        t = np.arange(n_bins + 1)[None, :] * (n[:, None] / n_bins)  # np.linspace(0, n, B + 1)
+        t[:, -1] = n
+        at = np.minimum(np.floor(t), n[:, None] - 1).astype(np.int64)
+        after = np.minimum(at + 1, n[:, None] - 1)
+        position = np.stack([np.searchsorted(weight[i], at[i], side="right") - 1 for i in range(b)])
+        next_position = np.stack([np.searchsorted(weight[i], after[i], side="right") - 1 for i in range(b)])
+        low, high = sorted_confidence[position], sorted_confidence[next_position]
+        edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
+        ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
+        bin_hits = np.diff(hits[rows, binning.correct_before[ends]], axis=1)
+        bin_confidence = np.diff(confidence[rows, ends], axis=1)
+        return np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
+
+
+def _equal_mass_ends(n: np.ndarray, n_bins: int) -> np.ndarray:
+    """(b, bins): exclusive ends of the equal-mass groups of resamples of ``n[i]`` rows (the
+    first n mod bins groups one row larger; empty groups, when n < bins, add nothing)."""
+    base, extra = np.divmod(n, n_bins)
+    sizes = base[:, None] + (np.arange(n_bins)[None, :] < extra[:, None])
+    return np.cumsum(sizes, axis=1)
+
+
+def _bisect_groups(value_of, target: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per resample, the first group g with value_of(g) >= target (value_of non-decreasing in g).
+
+    ``value_of`` maps an int array (b,) of groups to values (b,); the last group always qualifies.
+    """
+    low = np.zeros(target.shape, dtype=np.int64)
+    high = np.full(target.shape, n_groups - 1, dtype=np.int64)
+    while np.any(low < high):
+        middle = (low + high) // 2
+        reached = value_of(middle) >= target
+        high = np.where(reached, middle, high)
+        low = np.where(reached, low, middle + 1)
+    return low
+
+
+def row_counts(draws: np.ndarray, n: int) -> np.ndarray:
+    """Multiplicity of every row in each resample: (b, n) int64 from (b, n) row indices."""
+    b = draws.shape[0]
+    flat = (draws + (np.arange(b, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n)
