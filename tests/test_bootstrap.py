@@ -1,4 +1,4 @@
-"""Bootstrap intervals (selcal/bootstrap.py), checked against the plain metric functions.
+"""Bootstrap intervals (selcal/bootstrap/), checked against the plain metric functions.
 
 1. The vectorised metrics of a resample equal the plain functions of selective.py and
    calibration.py applied to the explicitly resampled rows (np.repeat by the multiplicities),
