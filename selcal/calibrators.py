@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize
+from scipy.sparse import linalg as sparse_linalg
 from scipy.special import log_softmax, logsumexp, softmax
 
 from .errors import SelcalError
@@ -31,6 +32,10 @@ DIRICHLET_MEMORY_LIMIT = 2 << 30  # bytes the dirichlet fit may hold (N x K arra
 MAX_OUTER_ITERATIONS = 200  # trust-region iterations; each solves its Newton system by conjugate gradients
 ROWS_PER_CHUNK_ELEMENTS = 1 << 20
 INITIAL_TRUST_RADIUS = 10.0
+POLISH_FROM = 1e-6  # u-gradient norm (times the preconditioner's scale) where Newton steps judged by the gradient take over
+POLISH_CG_RTOL = 1e-3  # conjugate gradients' relative residual in a polishing Newton step
+MAX_POLISH_STEPS = 8
+REFRESH_AFTER = 40  # conjugate-gradient steps in one trust-region iteration that call for a new preconditioner
 
 
 def minimum_rows(name: str, n_classes: int) -> int:
@@ -59,10 +64,23 @@ class _ClassLinear:
     diagonal quadratic penalty ½ Σ d ⊙ Θ²; its gradient and Hessian-vector products.
 
     ``shared`` features (N x F, the same for every class: dirichlet) or per-class ones given by a
-    (N x K) matrix v with f_ik = (v_ik, 1) (vector scaling). The solver works in u with Θ_k = M_k u_k,
-    M_k = L_k^-T for the Cholesky factor L_k of the class's own curvature block at the start
-    (block-Jacobi preconditioning: each class's curvature, near 0 for a class rarely predicted, is
-    scaled to 1), so the trust-region Newton-CG needs few conjugate-gradient steps.
+    (N x K) matrix v with f_ik = (v_ik, 1) (vector scaling).
+
+    The NLL does not change when the same vector a is added to every class's parameters on the
+    *gauge* columns J (the shared features, or vector scaling's bias): z_i shifts by a constant. Only
+    the small penalty fixes that direction, so the Hessian's smallest eigenvalues (about the penalty,
+    1e-6 at λ = 0.01, K = 100) are orders of magnitude below the rest and conjugate gradients crawl.
+    The solver therefore minimises the gauge-free objective
+
+        h(Θ) = NLL(Θ) + min_a ½ Σ d ⊙ (Θ + 1 a^T)² + ½ K m^T S m,   m = mean_k Θ_k[J],
+
+    whose minimiser has m = 0 and whose penalty term is the original one at the best gauge a*(Θ), so
+    Θ* = Θ̂ + 1 a*(Θ̂)^T minimises the original objective (S, the mean of the classes' curvature blocks
+    on J, gives the gauge direction a curvature like the others'). The certificate is the original
+    objective's gradient at Θ*. The solver works in u with Θ_k = M_k u_k, M_k = L_k^-T for the Cholesky
+    factor L_k of the class's own curvature block of h (block-Jacobi preconditioning: each class's
+    curvature, near 0 for a class rarely predicted, is scaled to 1), so the trust-region Newton-CG
+    needs few conjugate-gradient steps.
     """
 
     def __init__(self, labels, penalty_diag, *, shared=None, per_class=None):
@@ -72,9 +90,14 @@ class _ClassLinear:
         self.n, self.k = labels.size, (per_class.shape[1] if per_class is not None else penalty_diag.shape[0])
         self.d = penalty_diag  # K x F
         self.f = penalty_diag.shape[1]
+        self.gauge = np.arange(self.f) if shared is not None else np.array([1])
+        self.d_gauge = self.d[:, self.gauge]
+        self.gauge_total = self.d_gauge.sum(axis=0)
+        self.S = np.zeros((self.gauge.size, self.gauge.size))
         self.rows = _chunks(source.shape[0], max(source.shape[1], self.k))
         self.M = np.broadcast_to(np.eye(self.f), (self.k, self.f, self.f))
         self._theta, self._p = None, None
+        self.products = 0  # Hessian-vector products so far
 
     # z and its adjoint in Θ
     def _z(self, theta, rows):
@@ -87,9 +110,10 @@ class _ClassLinear:
             return g.T @ self.shared[rows]
         return np.column_stack([np.einsum("ij,ij->j", g, self.per_class[rows]), g.sum(axis=0)])
 
-    def theta_value_and_gradient(self, theta):
+    def nll(self, theta):
+        """Mean NLL at Θ and its gradient (the probabilities are kept for Hessian-vector products)."""
         if self.per_class is not None:
-            return self._vector_value_and_gradient(theta)
+            return self._vector_nll(theta)
         total, gradient, probabilities = [], np.zeros_like(theta), []
         for rows in self.rows:
             z = self._z(theta, rows)
@@ -102,10 +126,9 @@ class _ClassLinear:
             g[index, self.labels[rows]] -= 1.0
             gradient += self._adjoint(g, rows)
         self._theta, self._p = theta.copy(), probabilities
-        value = math.fsum(np.concatenate(total)) / self.n + 0.5 * float(np.sum(self.d * theta * theta))
-        return value, gradient / self.n + self.d * theta
+        return math.fsum(np.concatenate(total)) / self.n, gradient / self.n
 
-    def _vector_value_and_gradient(self, theta):
+    def _vector_nll(self, theta):
         """Vector scaling in one pass: P = softmax(v w + b) and PV = P ⊙ v are kept (float32) for the
         Hessian-vector products Hv = [A dw + B db - PV^T s, B dw + C db - P^T s], s = PV dw + P db: four
         matrix-vector products, no N x K temporaries."""
@@ -135,12 +158,11 @@ class _ClassLinear:
         gradient = np.column_stack([sums[1] - np.bincount(labels, label_v, minlength=self.k),
                                     sums[2] - np.bincount(labels, minlength=self.k)])
         self._theta, self._p, self._pv, self._sums = theta.copy(), p32, pv32, sums
-        value = math.fsum(nll) / self.n + 0.5 * float(np.sum(self.d * theta * theta))
-        return value, gradient / self.n + self.d * theta
+        return math.fsum(nll) / self.n, gradient / self.n
 
-    def _theta_hessian(self, theta, direction):
+    def _nll_hessian(self, theta, direction):
         if self._theta is None or not np.array_equal(theta, self._theta):
-            self.theta_value_and_gradient(theta)
+            self.nll(theta)
         if self.per_class is not None:
             dw, db = direction[:, 0], direction[:, 1]
             a, b, c = self._sums
@@ -148,7 +170,7 @@ class _ClassLinear:
             s32 = s.astype(np.float32)
             out = np.column_stack([a * dw + b * db - (s32 @ self._pv).astype(np.float64),
                                    b * dw + c * db - (s32 @ self._p).astype(np.float64)])
-            return out / self.n + self.d * direction
+            return out / self.n
         # Dirichlet: two matrix products per chunk (float64: conjugate gradients need exact products).
         out = np.zeros_like(theta)
         for rows, p in zip(self.rows, self._p):
@@ -158,10 +180,43 @@ class _ClassLinear:
             dz -= s[:, None]
             dz *= p
             out += dz.T @ x
-        return out / self.n + self.d * direction
+        return out / self.n
+
+    def objective(self, theta):
+        """The original objective, mean NLL + ½ Σ d ⊙ Θ², and its gradient."""
+        value, gradient = self.nll(theta)
+        return value + 0.5 * float(np.sum(self.d * theta * theta)), gradient + self.d * theta
+
+    def best_gauge(self, theta):
+        """a* minimising ½ Σ d ⊙ (Θ + 1 a^T)² on the gauge columns (0 where they carry no penalty)."""
+        weighted = np.einsum("kj,kj->j", self.d_gauge, theta[:, self.gauge])
+        return np.divide(-weighted, self.gauge_total, out=np.zeros_like(weighted), where=self.gauge_total > 0)
+
+    def shifted(self, theta):
+        """Θ + 1 a*(Θ)^T: the same NLL, the smallest penalty."""
+        out = theta.copy()
+        out[:, self.gauge] += self.best_gauge(theta)
+        return out
+
+    def reduced(self, theta):
+        """h(Θ) and its gradient (see the class docstring)."""
+        value, gradient = self.nll(theta)
+        shifted = self.shifted(theta)
+        mean = theta[:, self.gauge].mean(axis=0)
+        value += 0.5 * float(np.sum(self.d * shifted * shifted)) + 0.5 * self.k * float(mean @ self.S @ mean)
+        gradient = gradient + self.d * shifted
+        gradient[:, self.gauge] += self.S @ mean
+        return value, gradient
+
+    def _reduced_hessian(self, theta, direction):
+        out = self._nll_hessian(theta, direction)
+        out += self.d * self.shifted(direction)  # the penalty at the best gauge is a quadratic in Θ
+        out[:, self.gauge] += self.S @ direction[:, self.gauge].mean(axis=0)
+        return out
 
     def precondition(self, theta):
-        """M_k = L_k^-T from the curvature blocks Σ_i p_ik (1 - p_ik) f_ik f_ik^T / N + diag(d_k) at Θ."""
+        """M_k = L_k^-T from the curvature blocks of h, Σ_i p_ik (1 - p_ik) f_ik f_ik^T / N + diag(d_k) + S/K
+        on the gauge columns, at Θ; S is the mean of the NLL blocks on the gauge columns."""
         blocks = np.zeros((self.k, self.f, self.f))
         for rows in self.rows:
             z = self._z(theta, rows)
@@ -178,6 +233,11 @@ class _ClassLinear:
                 blocks[:, 1, 1] += weight.sum(axis=0)
         blocks[:, 1, 0] = blocks[:, 0, 1] if self.shared is None else blocks[:, 1, 0]
         blocks /= self.n
+        gauge = np.ix_(self.gauge, self.gauge)
+        self.S = blocks[(slice(None),) + gauge].mean(axis=0)
+        self.S += 1e-12 * (1.0 + np.trace(self.S)) * np.eye(self.gauge.size)
+        for c in range(self.k):
+            blocks[c][gauge] += self.S / self.k
         index = np.arange(self.f)
         blocks[:, index, index] += self.d + 1e-12 * (1.0 + np.trace(blocks, axis1=1, axis2=2))[:, None]
         factors = np.linalg.cholesky(blocks)
@@ -192,33 +252,81 @@ class _ClassLinear:
         return np.einsum("kab,ka->kb", self.M, theta_gradient).ravel()
 
     def value_and_gradient(self, u):
-        value, gradient = self.theta_value_and_gradient(self._theta_of(u))
+        value, gradient = self.reduced(self._theta_of(u))
         return value, self._u_of(gradient)
 
     def hessian_vector(self, u, direction):
-        return self._u_of(self._theta_hessian(self._theta_of(u), self._theta_of(direction)))
+        self.products += 1
+        return self._u_of(self._reduced_hessian(self._theta_of(u), self._theta_of(direction)))
+
+    def _polish(self, u):
+        """Newton's method on ∇h = 0 from u: each step solves H p = -g by scipy's conjugate gradients (relative
+        residual 1e-3) and is kept while the gradient's norm falls; the objective's value is not consulted (its
+        changes there are below its rounding). Returns u, the certified Θ*, its objective, gradient norm, steps."""
+        size = u.size
+        _, gradient_u = self.value_and_gradient(u)
+        theta, value, norm, steps = self._certify(u)
+        while norm >= GRADIENT_TOLERANCE and steps < MAX_POLISH_STEPS:
+            hessian = sparse_linalg.LinearOperator((size, size), matvec=lambda p, u=u: self.hessian_vector(u, p),
+                                                   dtype=np.float64)
+            step, _ = sparse_linalg.cg(hessian, -gradient_u, rtol=POLISH_CG_RTOL, atol=0.0, maxiter=10 * size)
+            candidate = u + step
+            _, candidate_gradient = self.value_and_gradient(candidate)
+            if not np.linalg.norm(candidate_gradient) < np.linalg.norm(gradient_u):
+                break
+            u, gradient_u, steps = candidate, candidate_gradient, steps + 1
+            theta, value, norm, _ = self._certify(u)
+            self.value_and_gradient(u)  # the Hessian's cache at u again
+        return u, theta, value, norm, steps
+
+    def _certify(self, u):
+        theta = self.shifted(self._theta_of(u))
+        value, gradient = self.objective(theta)
+        return theta, value, float(np.linalg.norm(gradient)), 0
 
     def solve(self, theta0, name: str, hint: str):
-        """Trust-region Newton-CG in u (scipy's ``trust-ncg``), preconditioned at the start, until the
-        Θ-gradient's 2-norm is below 1e-8 (the u tolerance is tightened if it is met first)."""
-        self.precondition(theta0)
-        u = np.linalg.solve(self.M, theta0[:, :, None])[:, :, 0].ravel()
-        iterations, gtol = 0, GRADIENT_TOLERANCE / max(self.L_norm, 1.0)
-        for _ in range(3):
+        """Minimise h in u in two phases: scipy's trust-region Newton-CG (``trust-ncg``) until the u-gradient
+        is below 1e-6 / ‖L‖, where each step's decrease of the objective is still well above its rounding
+        and the trust region's ratio test can be trusted; then Newton steps judged by the gradient's norm
+        (:meth:`_polish`). The preconditioner is rebuilt at the current point when one trust-region
+        iteration needed more than ``REFRESH_AFTER`` conjugate-gradient steps (the curvature has moved
+        away from the one it was built for), and before polishing. Certified when the original
+        objective's gradient 2-norm at Θ* is below 1e-8; otherwise the trust region runs again to a 100
+        times tighter tolerance."""
+        gauge_columns = np.zeros(self.f)
+        gauge_columns[self.gauge] = 1.0
+        theta = theta0 - theta0.mean(axis=0) * gauge_columns  # the same model, no gauge component
+        iterations, tighten, fresh = 0, 1.0, False
+        for _ in range(MAX_OUTER_ITERATIONS):
+            if not fresh:
+                self.precondition(theta)
+            u = np.linalg.solve(self.M, theta[:, :, None])[:, :, 0].ravel()
+            counted = [self.products]
+
+            def refresh(intermediate_result, counted=counted):
+                used, counted[0] = self.products - counted[0], self.products
+                if used > REFRESH_AFTER:
+                    raise StopIteration
+
             result = optimize.minimize(self.value_and_gradient, u, jac=True, hessp=self.hessian_vector,
-                                       method="trust-ncg", options={"gtol": gtol, "maxiter": MAX_OUTER_ITERATIONS,
-                                                                    "initial_trust_radius": INITIAL_TRUST_RADIUS})
-            u, iterations = result.x, iterations + int(result.nit)
-            theta = self._theta_of(u)
-            value, gradient = self.theta_value_and_gradient(theta)
-            norm = float(np.linalg.norm(gradient))
-            if norm < GRADIENT_TOLERANCE or result.nit >= MAX_OUTER_ITERATIONS:
+                                       method="trust-ncg", callback=refresh,
+                                       options={"gtol": tighten * POLISH_FROM / max(self.L_norm, 1.0),
+                                                "maxiter": MAX_OUTER_ITERATIONS - iterations,
+                                                "initial_trust_radius": INITIAL_TRUST_RADIUS})
+            iterations += int(result.nit)
+            theta, fresh = self._theta_of(result.x), False
+            if result.status == 99 and iterations < MAX_OUTER_ITERATIONS:  # stopped for a new preconditioner
+                continue
+            self.precondition(theta)
+            u, theta_star, value, norm, steps = self._polish(np.linalg.solve(self.M, theta[:, :, None])[:, :, 0].ravel())
+            theta, fresh, iterations = self._theta_of(u), True, iterations + steps
+            if norm < GRADIENT_TOLERANCE or iterations >= MAX_OUTER_ITERATIONS or tighten < 1e-4:
                 break
-            gtol /= 100.0
+            tighten /= 100.0
         if not norm < GRADIENT_TOLERANCE:
             raise SelcalError(f"{name}: the optimum could not be certified within {MAX_OUTER_ITERATIONS} trust-region "
                               f"iterations (gradient norm {norm:.2g} > {GRADIENT_TOLERANCE:g}); {hint}")
-        return theta, value, norm, iterations
+        return theta_star, value, norm, iterations
 
 
 @dataclass
@@ -266,7 +374,8 @@ def fit_vector(val_logits, val_labels, mu: float = DEFAULT_ODIR_MU, temperature:
     theta0 = (np.column_stack([np.full(k, 1.0 / temperature), np.zeros(k)]) if x0 is None
               else np.column_stack([x0[:k], x0[k:]]).astype(np.float64))
     theta, value, norm, iterations = problem.solve(
-        theta0, "vector", "a class may never be predicted on the validation rows: give more validation rows or a larger --odir-mu")
+        theta0, "vector", "the validation rows may be separable (none misclassified, or a class never predicted), so w grows "
+                   "without bound: give more validation rows or a larger --odir-mu")
     return VectorFit(theta[:, 0].copy(), theta[:, 1].copy(), mu, value, norm, iterations)
 
 
@@ -395,7 +504,8 @@ def _polish_on_face(components: np.ndarray, w: np.ndarray, support: np.ndarray) 
         _, gradient, hessian = _ets_objective(components, w)
         h = hessian[np.ix_(idx, idx)]
         kkt = np.block([[h, np.ones((idx.size, 1))], [np.ones((1, idx.size)), np.zeros((1, 1))]])
-        step = np.linalg.solve(kkt, np.concatenate([-gradient[idx], [0.0]]))[:-1]
+        # least squares: with T = 1 two components are equal and the system is singular but consistent
+        step = np.linalg.lstsq(kkt, np.concatenate([-gradient[idx], [0.0]]), rcond=None)[0][:-1]
         shrink = 1.0
         negative = step < 0
         if negative.any():
@@ -445,6 +555,7 @@ def fit_ets(val_logits, val_labels, temperature: float) -> EtsFit:
 
 
 ISOTONIC_POOLING = float(np.finfo(np.float64).resolution)  # 1e-15: scikit-learn pools x closer than this
+ISOTONIC_CLASSES_PER_BLOCK = 128
 
 
 @dataclass
@@ -455,13 +566,12 @@ class IsotonicFit:
     values: list[np.ndarray] = field(repr=False)
 
     def probabilities(self, logits) -> np.ndarray:
-        p = softmax(_as64(logits), axis=1)
-        out = np.empty_like(p)
+        p = np.ascontiguousarray(softmax(_as64(logits), axis=1).T)  # K x N: each class's column contiguous
         for k, (x, y) in enumerate(zip(self.thresholds, self.values)):
-            out[:, k] = np.interp(p[:, k], x, y)
-        total = out.sum(axis=1, keepdims=True)
-        uniform = np.full_like(out, 1.0 / out.shape[1])
-        return np.divide(out, total, out=uniform, where=total != 0)
+            p[k] = np.interp(p[k], x, y)
+        total = p.sum(axis=0)
+        uniform = np.full((p.shape[1], p.shape[0]), 1.0 / p.shape[0])
+        return np.divide(p.T, total[:, None], out=uniform, where=total[:, None] != 0)
 
     def log_probabilities(self, logits) -> np.ndarray:
         with np.errstate(divide="ignore"):
@@ -472,17 +582,24 @@ class IsotonicFit:
 
 
 def _pool(x_sorted: np.ndarray) -> np.ndarray:
-    """Group index of each sorted x: a group starts where x - (the group's first x) >= 1e-15 (scikit-learn)."""
+    """Group index of each sorted x: a group starts where x - (the group's first x) >= 1e-15 (scikit-learn).
+
+    A gap of 1e-15 or more always starts a group; a run of smaller gaps is one group unless it spans
+    1e-15 or more (then it is walked, one search per group), so the walk touches only dense runs.
+    """
     starts = np.empty(x_sorted.size, dtype=bool)
     starts[0] = True
     starts[1:] = np.diff(x_sorted) >= ISOTONIC_POOLING
-    gaps = np.flatnonzero(~starts[1:]) + 1
-    if gaps.size and np.any(np.diff(x_sorted)[~starts[1:]] > 0):  # a run of values 0 < gap < 1e-15: walk it
-        first = x_sorted[0]
-        for j in range(1, x_sorted.size):
-            starts[j] = x_sorted[j] - first >= ISOTONIC_POOLING
-            if starts[j]:
-                first = x_sorted[j]
+    run_starts = np.flatnonzero(starts)
+    run_ends = np.r_[run_starts[1:], x_sorted.size]
+    wide = (run_ends - run_starts > 1) & (x_sorted[run_ends - 1] - x_sorted[run_starts] >= ISOTONIC_POOLING)
+    for start, end in zip(run_starts[wide], run_ends[wide]):
+        while True:
+            step = int(np.searchsorted(x_sorted[start:end] - x_sorted[start], ISOTONIC_POOLING))
+            if start + step >= end:
+                break
+            start += step
+            starts[start] = True
     return np.cumsum(starts) - 1
 
 
@@ -506,15 +623,22 @@ def fit_isotonic(val_logits, val_labels) -> IsotonicFit:
     _check_rows("isotonic", n, k)
     p = softmax(v, axis=1)
     thresholds, values = [], []
-    for c in range(k):
-        target = (labels == c).astype(np.float64)
-        order = np.lexsort((target, p[:, c]))
-        x, y = p[order, c], target[order]
-        group = _pool(x)
-        count = np.bincount(group).astype(np.float64)
-        first = np.flatnonzero(np.r_[True, np.diff(group) > 0])
-        mean = np.bincount(group, weights=y) / count
-        fitted = optimize.isotonic_regression(mean, weights=count, increasing=True).x
-        thresholds.append(x[first])
-        values.append(fitted)
+    for block in range(0, k, ISOTONIC_CLASSES_PER_BLOCK):  # a block of classes' columns, transposed and sorted at once
+        columns = np.ascontiguousarray(p[:, block:block + ISOTONIC_CLASSES_PER_BLOCK].T)
+        orders = np.argsort(columns, axis=1, kind="stable")
+        for c, (column, order) in enumerate(zip(columns, orders), start=block):
+            _fit_one_isotonic(column[order], (labels[order] == c).astype(np.float64), thresholds, values)
     return IsotonicFit(thresholds, values)
+
+
+def _fit_one_isotonic(x, y, thresholds, values):
+    """Pool the sorted x closer than 1e-15 (the order inside a pool changes no mean), fit, append."""
+    group = _pool(x)
+    count = np.bincount(group).astype(np.float64)
+    first = np.flatnonzero(np.r_[True, np.diff(group) > 0])
+    mean = np.bincount(group, weights=y) / count
+    fitted = optimize.isotonic_regression(mean, weights=count, increasing=True).x
+    keep = np.ones(fitted.size, dtype=bool)  # inner points of a flat run change no interpolated value
+    keep[1:-1] = (fitted[1:-1] != fitted[:-2]) | (fitted[1:-1] != fitted[2:])
+    thresholds.append(x[first][keep])
+    values.append(fitted[keep])

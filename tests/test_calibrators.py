@@ -210,6 +210,15 @@ def test_ets_meets_its_kkt_conditions_and_a_second_solver(name):
     assert fit.val_objective <= other + 1e-12
 
 
+def test_ets_at_temperature_one_is_certified():
+    """T = 1 (temp's fallback) makes softmax(v/T) and softmax(v) equal: a singular Newton system on the face."""
+    val, val_y, _, _ = load("calibrator_cifar10_resnet50_ce")
+    fit = C.fit_ets(val, val_y, 1.0)
+    components = C.ets_components(val, val_y, 1.0)
+    assert C.ets_kkt_residual(components, fit.weights) < 1e-8
+    assert fit.val_objective <= ets_brute_force(components) + 1e-12
+
+
 def test_ets_kkt_residual_sees_a_wrong_vertex():
     val, val_y, _, _ = load("lspair_alpha0.2")
     temperature = fit_temperature(val, val_y).temperature
