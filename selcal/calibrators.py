@@ -35,6 +35,7 @@ INITIAL_TRUST_RADIUS = 10.0
 POLISH_FROM = 1e-6  # u-gradient norm (times the preconditioner's scale) where Newton steps judged by the gradient take over
 POLISH_CG_RTOL = 1e-3  # conjugate gradients' relative residual in a polishing Newton step
 MAX_POLISH_STEPS = 8
+PRECONDITIONER_MASS = 1e-2
 REFRESH_AFTER = 40  # conjugate-gradient steps in one trust-region iteration that call for a new preconditioner
 
 
@@ -216,7 +217,9 @@ class _ClassLinear:
 
     def precondition(self, theta):
         """M_k = L_k^-T from the curvature blocks of h, Σ_i p_ik (1 - p_ik) f_ik f_ik^T / N + diag(d_k) + S/K
-        on the gauge columns, at Θ; S is the mean of the NLL blocks on the gauge columns."""
+        on the gauge columns, at Θ; S is the mean of the NLL blocks on the gauge columns. For shared
+        features each block sums only the rows carrying all but 1% of its weight p_ik (1 - p_ik) (few rows
+        once the fit is sharp): a preconditioner needs no more, and the Hessian's products stay exact."""
         blocks = np.zeros((self.k, self.f, self.f))
         for rows in self.rows:
             z = self._z(theta, rows)
@@ -224,8 +227,12 @@ class _ClassLinear:
             weight = p * (1.0 - p)
             if self.shared is not None:
                 x = self.shared[rows]
-                for c in range(self.k):
-                    blocks[c] += (x * weight[:, c:c + 1]).T @ x
+                order = np.argsort(-weight, axis=0)
+                mass = np.cumsum(np.take_along_axis(weight, order, axis=0), axis=0)
+                for c in range(self.k):  # the rows holding all but PRECONDITIONER_MASS of the class's weight
+                    kept = order[:np.searchsorted(mass[:, c], (1.0 - PRECONDITIONER_MASS) * mass[-1, c]) + 1, c]
+                    scaled = x[kept] * np.sqrt(weight[kept, c])[:, None]
+                    blocks[c] += scaled.T @ scaled
             else:
                 v = self.per_class[rows]
                 blocks[:, 0, 0] += np.einsum("ij,ij->j", weight, v * v)
@@ -625,7 +632,7 @@ def fit_isotonic(val_logits, val_labels) -> IsotonicFit:
     thresholds, values = [], []
     for block in range(0, k, ISOTONIC_CLASSES_PER_BLOCK):  # a block of classes' columns, transposed and sorted at once
         columns = np.ascontiguousarray(p[:, block:block + ISOTONIC_CLASSES_PER_BLOCK].T)
-        orders = np.argsort(columns, axis=1, kind="stable")
+        orders = np.argsort(columns, axis=1)  # the order inside a run of equal values changes no pooled mean
         for c, (column, order) in enumerate(zip(columns, orders), start=block):
             _fit_one_isotonic(column[order], (labels[order] == c).astype(np.float64), thresholds, values)
     return IsotonicFit(thresholds, values)

@@ -150,6 +150,18 @@ def test_dirichlet_is_optimal_against_a_second_solver():
     assert np.max(np.abs(other_x - x)) < 1e-3
 
 
+def test_dirichlet_and_vector_sit_at_the_best_softmax_gauge():
+    """Adding a vector to every class's parameters leaves the NLL unchanged, so at the optimum the penalty's
+    own gradient along that direction vanishes: sum_k b_k = 0, and sum over k != j of W_kj = 0 for every j.
+    A gradient norm below 1e-8 alone allows 1e-3 there (the penalty's curvature is about 1e-5)."""
+    v, y = synthetic(n=500, k=5, seed=2)
+    fit = C.fit_dirichlet(v, y, odir_lambda=0.01, mu=0.01)
+    off = fit.W - np.diag(np.diag(fit.W))
+    assert np.max(np.abs(off.sum(axis=0))) < 1e-12 and abs(fit.b.sum()) < 1e-12
+    vector = C.fit_vector(v, y, mu=0.01, temperature=fit_temperature(v, y).temperature)
+    assert abs(vector.b.sum()) < 1e-12
+
+
 def test_dirichlet_starts_at_temperature_scaling():
     v, y = synthetic(n=200, k=3, seed=6)
     fit = C.fit_dirichlet(v, y, temperature=2.0, odir_lambda=1e6, mu=1e6)  # the penalty pins W's off-diagonal
