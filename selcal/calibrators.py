@@ -32,9 +32,10 @@ DIRICHLET_MEMORY_LIMIT = 2 << 30  # bytes the dirichlet fit may hold (N x K arra
 MAX_OUTER_ITERATIONS = 200  # trust-region iterations; each solves its Newton system by conjugate gradients
 ROWS_PER_CHUNK_ELEMENTS = 1 << 20
 INITIAL_TRUST_RADIUS = 10.0
-POLISH_FROM = 1e-6  # u-gradient norm (times the preconditioner's scale) where Newton steps judged by the gradient take over
+POLISH_FROM = 1e-6  # u-gradient norm (times the preconditioner's scale) where gradient-judged Newton steps begin
 POLISH_CG_RTOL = 1e-3  # conjugate gradients' relative residual in a polishing Newton step
 MAX_POLISH_STEPS = 8
+POLISH_TARGET = 1e-10  # those steps go on while the gradient falls, to this norm (certified at 1e-8)
 PRECONDITIONER_MASS = 1e-2
 REFRESH_AFTER = 40  # conjugate-gradient steps in one trust-region iteration that call for a new preconditioner
 
@@ -268,12 +269,13 @@ class _ClassLinear:
 
     def _polish(self, u):
         """Newton's method on ∇h = 0 from u: each step solves H p = -g by scipy's conjugate gradients (relative
-        residual 1e-3) and is kept while the gradient's norm falls; the objective's value is not consulted (its
-        changes there are below its rounding). Returns u, the certified Θ*, its objective, gradient norm, steps."""
+        residual 1e-3) and is kept while the gradient's norm falls, down to 1e-10; the objective's value is not
+        consulted (its changes there are below its rounding). Returns u, the certified Θ*, its objective,
+        gradient norm and the number of steps."""
         size = u.size
-        _, gradient_u = self.value_and_gradient(u)
         theta, value, norm, steps = self._certify(u)
-        while norm >= GRADIENT_TOLERANCE and steps < MAX_POLISH_STEPS:
+        _, gradient_u = self.value_and_gradient(u)  # last: the Hessian's products use the probabilities at u
+        while norm >= POLISH_TARGET and steps < MAX_POLISH_STEPS:
             hessian = sparse_linalg.LinearOperator((size, size), matvec=lambda p, u=u: self.hessian_vector(u, p),
                                                    dtype=np.float64)
             step, _ = sparse_linalg.cg(hessian, -gradient_u, rtol=POLISH_CG_RTOL, atol=0.0, maxiter=10 * size)
@@ -325,7 +327,8 @@ class _ClassLinear:
             if result.status == 99 and iterations < MAX_OUTER_ITERATIONS:  # stopped for a new preconditioner
                 continue
             self.precondition(theta)
-            u, theta_star, value, norm, steps = self._polish(np.linalg.solve(self.M, theta[:, :, None])[:, :, 0].ravel())
+            u = np.linalg.solve(self.M, theta[:, :, None])[:, :, 0].ravel()
+            u, theta_star, value, norm, steps = self._polish(u)
             theta, fresh, iterations = self._theta_of(u), True, iterations + steps
             if norm < GRADIENT_TOLERANCE or iterations >= MAX_OUTER_ITERATIONS or tighten < 1e-4:
                 break
@@ -381,8 +384,8 @@ def fit_vector(val_logits, val_labels, mu: float = DEFAULT_ODIR_MU, temperature:
     theta0 = (np.column_stack([np.full(k, 1.0 / temperature), np.zeros(k)]) if x0 is None
               else np.column_stack([x0[:k], x0[k:]]).astype(np.float64))
     theta, value, norm, iterations = problem.solve(
-        theta0, "vector", "the validation rows may be separable (none misclassified, or a class never predicted), so w grows "
-                   "without bound: give more validation rows or a larger --odir-mu")
+        theta0, "vector", "the validation rows may be separable (none misclassified, or a class never predicted), "
+                   "so w grows without bound: give more validation rows or a larger --odir-mu")
     return VectorFit(theta[:, 0].copy(), theta[:, 1].copy(), mu, value, norm, iterations)
 
 
