@@ -12,7 +12,7 @@ from ..io import expand_input, open_dump
 from ..options import Options
 from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump, scores_for_input, with_input
-from .split import _unique_names
+from .split import _unique_names, prime_allocator
 from .stream import evaluate_confidences, evaluate_source, read_columns
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "ModelJob", "evaluate_model", "model_jobs", "run_jobs"]
@@ -40,6 +40,7 @@ class ModelJob:
 
 def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | None = None) -> ModelResult:
     """Read, split, fit and measure one model (streamed when ``job.stream`` or too large)."""
+    prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
     test = open_dump(job.path, group_col=job.group_col, **job.columns)
     if progress is not None and hasattr(test, "progress"):  # a reader that reports its reading (images)
         test.progress = progress

@@ -19,7 +19,7 @@ from ..results import ModelResult
 from ..scores import REGISTRY
 from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
 from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,
-    leak_warnings, pixel_provenance, split_column_warnings, split_rows, split_warnings)
+    leak_warnings, pixel_provenance, prime_allocator, split_column_warnings, split_rows, split_warnings)
 
 __all__ = ["data_warnings", "evaluate_dump", "fit_scores", "logit_kind", "measure_arrays"]
 
@@ -72,6 +72,7 @@ def measure_arrays(
     (by default, their index in ``logits``); with ``clusters`` and ``image_names`` (the name of
     each cluster index), the table also names the image of each pixel row.
     """
+    prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
     labels = np.asarray(labels, dtype=np.int64)
     warnings = list(warnings)
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
