@@ -110,12 +110,25 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
         if warnings is not None:
             warnings.append(f"{n_ood} validation rows are of no class (--ood-label): {_and(fitted)} "
                             f"{'is' if len(fitted) == 1 else 'are'} fitted on the other {val_labels.size}")
+    n_classes = (max(int(val_logits.shape[1]), 2) if val_logits.ndim == 2 else None)  # one binary logit: K = 2
+    for name in fitted:  # refusals known from the sizes alone come before any fit
+        if REGISTRY[name].precheck is not None and n_classes is not None:
+            REGISTRY[name].precheck(int(val_labels.size), n_classes, options)
     states = {}
     for name in fitted:
         entry = REGISTRY[name]
         states[name] = entry.fit(val_logits, val_labels, options)
         if entry.warnings is not None and warnings is not None:
             warnings.extend(entry.warnings(states[name]))
+    per_class = [name for name in fitted if REGISTRY[name].per_class]
+    if per_class and n_classes is not None and warnings is not None:
+        missing = np.flatnonzero(np.bincount(val_labels, minlength=n_classes)[:n_classes] == 0)
+        if missing.size:
+            shown = ", ".join(str(c) for c in missing[:10]) + (f" and {missing.size - 10} more" if missing.size > 10 else "")
+            warnings.append(f"class{'es' if missing.size > 1 else ''} {shown} "
+                            f"{'have' if missing.size > 1 else 'has'} no validation rows: {_and(per_class)} "
+                            f"(a map per class) then (almost) never predict "
+                            f"{'them' if missing.size > 1 else 'it'}; give validation rows of every class")
     return states
 
 

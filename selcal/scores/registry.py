@@ -71,6 +71,12 @@ class Score:
     note : ``metrics -> str``, the fit note under the table and in the HTML report.
     note_rank : where its note stands among the notes (lower first).
     warnings : ``state -> list[str]``, warnings about the data that the fit found.
+    precheck : ``(n_val, n_classes, options) -> None``, raises :class:`~selcal.errors.SelcalError` for a
+        fit known to be refused from the sizes alone (dirichlet's memory); every chosen score's runs
+        before the first fit, so a refusal never comes after minutes of other fits.
+    per_class : it fits a map per class from that class's validation rows (vector, dirichlet,
+        isotonic): a class without validation rows gets none, and the calibrated classifier then
+        (almost) never predicts it; the evaluation warns, naming the classes.
     options : the fields of Options its fit or its values read (an option that no chosen score
         reads is named as ignored by the CLI).
     interval_keys : keys of ``describe`` that get a bootstrap interval when refitted (``temperature``).
@@ -101,6 +107,8 @@ class Score:
     note: Callable[[dict], str] | None = None
     note_rank: int = 100
     warnings: Callable[[Any], list] | None = None
+    precheck: Callable[[int, int, Any], None] | None = None
+    per_class: bool = False
     options: tuple[str, ...] = ()
     interval_keys: tuple[str, ...] = ()
     probability_when: Callable[[dict], bool] | None = None
