@@ -9,6 +9,10 @@ each column of values once into a few integer-valued slices (an error-free split
 Ozaki's scheme), lets BLAS multiply the integer multiplicities by the integer slices (exact,
 at BLAS speed), and adds the slices' sums back in a fixed order.
 
+Where floats must go through BLAS (the calibrators' fits and dirichlet's W log p), the work runs
+under :func:`single_threaded_blas`: one BLAS thread sums in one order, whatever the machine's
+``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` say.
+
 References
 ----------
 K. Ozaki, T. Ogita, S. Oishi, S. M. Rump, "Error-free transformations of matrix multiplication
@@ -21,10 +25,24 @@ J. Demmel, H. D. Nguyen, "Parallel reproducible summation", IEEE Transactions on
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["CountWeightedSums", "KEPT_BITS"]
+__all__ = ["CountWeightedSums", "KEPT_BITS", "single_threaded_blas"]
+
+
+@contextmanager
+def single_threaded_blas():
+    """Run the block with BLAS on one thread (threadpoolctl), then restore the machine's setting.
+
+    Enter it around whole passes (a fit, the reduction of every chunk), never inside the reduction's
+    own worker threads: the limit is process-wide.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 KEPT_BITS = 72  # bits of each column kept below its largest magnitude (float64 holds 53)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import calibration, diagnostics, scores, selective
 from ..errors import SelcalError
+from ..exact_sums import single_threaded_blas
 from ..identity import fingerprint
 from ..io import Dump
 from ..metrics import catalog
@@ -115,11 +116,12 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
         if REGISTRY[name].precheck is not None and n_classes is not None:
             REGISTRY[name].precheck(int(val_labels.size), n_classes, options)
     states = {}
-    for name in fitted:
-        entry = REGISTRY[name]
-        states[name] = entry.fit(val_logits, val_labels, options)
-        if entry.warnings is not None and warnings is not None:
-            warnings.extend(entry.warnings(states[name]))
+    with single_threaded_blas():  # a fit summing through BLAS gives the same bits with any thread setting
+        for name in fitted:
+            entry = REGISTRY[name]
+            states[name] = entry.fit(val_logits, val_labels, options)
+            if entry.warnings is not None and warnings is not None:
+                warnings.extend(entry.warnings(states[name]))
     per_class = [name for name in fitted if REGISTRY[name].per_class]
     if per_class and n_classes is not None and warnings is not None:
         missing = np.flatnonzero(np.bincount(val_labels, minlength=n_classes)[:n_classes] == 0)

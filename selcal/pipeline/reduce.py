@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import calibration, diagnostics, scores
 from ..errors import SelcalError
+from ..exact_sums import single_threaded_blas
 from ..options import Options
 from ..scores import REGISTRY
 from ..scores.functions import ChunkTerms
@@ -281,21 +282,22 @@ def reduce_rows(
     if options.logit_profile and total is not None and total > diagnostics.PROFILE_ROWS:
         sample_below = np.uint64(min(2**64 - 1, int(2**64 * diagnostics.PROFILE_ROWS / max(total or 1, 1))))
     workers = options.workers or min(4, os.cpu_count() or 1)
-    if workers <= 1:
-        for chunk, labels in chunks:
-            collect(_reduce_chunk(chunk, labels, options, states, sample_below), len(labels))
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            pending: deque = deque()
+    with single_threaded_blas():  # a score applied through BLAS (dirichlet's W log p): the same bits anywhere
+        if workers <= 1:
             for chunk, labels in chunks:
-                pending.append((pool.submit(_reduce_chunk, chunk, labels, options, states, sample_below),
-                                len(labels)))
-                if len(pending) > workers:
+                collect(_reduce_chunk(chunk, labels, options, states, sample_below), len(labels))
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                pending: deque = deque()
+                for chunk, labels in chunks:
+                    pending.append((pool.submit(_reduce_chunk, chunk, labels, options, states, sample_below),
+                                    len(labels)))
+                    if len(pending) > workers:
+                        future, n_rows = pending.popleft()
+                        collect(future.result(), n_rows)
+                while pending:
                     future, n_rows = pending.popleft()
                     collect(future.result(), n_rows)
-            while pending:
-                future, n_rows = pending.popleft()
-                collect(future.result(), n_rows)
     if done == 0:
         raise SelcalError("no evaluation rows")
     if total is not None and done != total:
