@@ -21,7 +21,7 @@ from scipy.special import log_softmax, logsumexp, softmax
 from .errors import SelcalError
 
 __all__ = ["CALIBRATORS", "GRADIENT_TOLERANCE", "DEFAULT_ODIR_LAMBDA", "DEFAULT_ODIR_MU", "DIRICHLET_MEMORY_LIMIT",
-           "VectorFit", "DirichletFit", "EtsFit", "IsotonicFit",
+           "check_dirichlet_size", "VectorFit", "DirichletFit", "EtsFit", "IsotonicFit",
            "fit_vector", "fit_dirichlet", "fit_ets", "fit_isotonic", "minimum_rows"]
 
 CALIBRATORS = ("vector", "dirichlet", "ets", "isotonic")
@@ -414,6 +414,16 @@ def dirichlet_memory(n_val: int, n_classes: int) -> int:
     return 8 * (3 * n_val * n_classes + 2 * n_classes * (n_classes + 1) ** 2 + 12 * n_classes * (n_classes + 1))
 
 
+def check_dirichlet_size(n_val: int, n_classes: int) -> None:
+    """Refuse, in one line, a dirichlet fit that would hold more than :data:`DIRICHLET_MEMORY_LIMIT` bytes
+    (asked before any fit of the run, so the refusal never comes after minutes of other fits)."""
+    needed = dirichlet_memory(n_val, n_classes)
+    if needed > DIRICHLET_MEMORY_LIMIT:
+        raise SelcalError(f"dirichlet: K = {n_classes} classes with {n_val} validation rows needs about "
+                          f"{needed / 2**30:.1f} GiB (K x K weights), above the {DIRICHLET_MEMORY_LIMIT / 2**30:.0f} "
+                          f"GiB limit: use vector, ets or temp for this many classes")
+
+
 def fit_dirichlet(val_logits, val_labels, odir_lambda: float = DEFAULT_ODIR_LAMBDA, mu: float = DEFAULT_ODIR_MU,
                   temperature: float = 1.0, x0: np.ndarray | None = None) -> DirichletFit:
     """Dirichlet calibration with ODIR: minimise mean NLL + λ/(K(K-1)) Σ_{i≠j} W_ij² + (μ/K) Σ_j b_j².
@@ -430,11 +440,7 @@ def fit_dirichlet(val_logits, val_labels, odir_lambda: float = DEFAULT_ODIR_LAMB
     v = _as64(val_logits)
     labels = np.asarray(val_labels, dtype=np.int64)
     n, k = v.shape
-    needed = dirichlet_memory(n, k)
-    if needed > DIRICHLET_MEMORY_LIMIT:
-        raise SelcalError(f"dirichlet: K = {k} classes with {n} validation rows needs about {needed / 2**30:.1f} GiB "
-                          f"(K x K weights), above the {DIRICHLET_MEMORY_LIMIT / 2**30:.0f} GiB limit: "
-                          f"use vector, ets or temp for this many classes")
+    check_dirichlet_size(n, k)
     _check_rows("dirichlet", n, k)
     features = np.column_stack([log_softmax(v, axis=1), np.ones(n)])
     weight = 2.0 * odir_lambda / (k * (k - 1))
