@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from . import calibration, diagnostics, selective
+from . import calibration, calibrators, diagnostics, selective
 from .errors import OptionError, SelcalError
 from .scores import REGISTRY, fitted, score_names
 from .scores.fits import PNORM_OBJECTIVES, TEMPERATURE_OBJECTIVES
@@ -150,6 +150,8 @@ class Options:
     uncertainty_cols: tuple[str, ...] = ()
     errors_top: int = diagnostics.DEFAULT_ERRORS_TOP
     logit_profile: bool = False
+    odir_lambda: float = calibrators.DEFAULT_ODIR_LAMBDA
+    odir_mu: float = calibrators.DEFAULT_ODIR_MU
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -202,6 +204,14 @@ class Options:
         set_("logit_profile", bool(self.logit_profile))
         if self.pnorm_objective not in PNORM_OBJECTIVES:
             raise OptionError("pnorm_objective", f"{{option}} must be one of {', '.join(PNORM_OBJECTIVES)}")
+        for field_name in ("odir_lambda", "odir_mu"):
+            try:
+                value = float(getattr(self, field_name))
+            except (TypeError, ValueError):
+                value = math.nan
+            if not (math.isfinite(value) and value >= 0):
+                raise OptionError(field_name, "{option} must be a number >= 0, got " + repr(getattr(self, field_name)))
+            set_(field_name, value)
         if self.chunk_rows is not None:
             set_("chunk_rows", _whole(self.chunk_rows, "chunk_rows", 1))
         if self.workers is not None:

@@ -56,6 +56,9 @@ SHARED = {
     "pnorm_objective": dict(default=DEFAULTS.pnorm_objective, help="Validation objective of the p search: aurc or augrc."),
     "temp_objective": dict(default=DEFAULTS.temp_objective, help="Temperature chosen by validation NLL (exact) or by "
                                                                  "validation AURC (a log grid, as Cattelan & Silva)."),
+    "odir_lambda": dict(default=DEFAULTS.odir_lambda, help="dirichlet: ODIR weight lambda of the off-diagonal penalty "
+                                                            "lambda/(K(K-1)) sum W_ij^2."),
+    "odir_mu": dict(default=DEFAULTS.odir_mu, help="dirichlet and vector: weight mu of the bias penalty (mu/K) sum b_j^2."),
     "label_col": dict(default=None, help="Name of the label column (default: the one of label, labels, target, "
                                          "targets, y)."),
     "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
@@ -81,7 +84,8 @@ VERDICTS = {
 
 # The options of Options that change a number, given to evaluate and compare by :func:`with_numbers`.
 NUMBERS = {"scores": str, "bins": int, "risks": str, "coverages": str, "aurc_estimator": str, "val_fraction": float,
-           "center": bool, "p_grid": str, "pnorm_objective": str, "temp_objective": str}
+           "center": bool, "p_grid": str, "pnorm_objective": str, "temp_objective": str,
+           "odir_lambda": float, "odir_mu": float}
 
 
 def _declare(spec: dict):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import calibration
+from .. import calibration, smooth
 
 __all__ = ["Metric", "CATALOG", "add", "get", "label", "name", "unit", "better", "has_interval", "section",
            "model_level", "confidence_metrics", "definition_options", "need_logits", "FAMILIES"]
@@ -69,6 +69,18 @@ def _aece(confidence, correct, options) -> float:
     return calibration.adaptive_calibration_error(confidence, correct, options.bins)
 
 
+_LAST_SMOOTH: list = [None, None, None]
+
+
+def _smooth(confidence, correct) -> smooth.SmoothEce:
+    """smooth ECE and its σ*, computed once for the two entries (same arrays)."""
+    if _LAST_SMOOTH[0] is confidence and _LAST_SMOOTH[1] is correct:
+        return _LAST_SMOOTH[2]
+    value = smooth.smooth_ece(confidence, correct)
+    _LAST_SMOOTH[:] = [confidence, correct, value]
+    return value
+
+
 CATALOG: dict[str, Metric] = {}
 
 
@@ -98,6 +110,9 @@ for _metric in (
     Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
+    Metric("smece", "smooth ECE", section="calibration", compute=lambda q, y, o: _smooth(q, y).value),
+    Metric("smece_sigma", "smooth ECE sigma*", unit="num", lower_is_better=None, section="calibration",
+           compute=lambda q, y, o: _smooth(q, y).sigma),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
     Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),

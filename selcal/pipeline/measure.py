@@ -166,7 +166,10 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
                 measured["accuracy"] = float(np.count_nonzero(own) / n)
                 result.score_correct[score_name] = own
             if score_rows.nll is not None:
-                measured["nll"] = _known_mean(score_rows.nll)
+                infinite = int(np.count_nonzero(np.isinf(score_rows.nll)))
+                measured["nll"] = None if infinite else _known_mean(score_rows.nll)
+                if infinite:  # a label given probability 0 (isotonic): null and counted, never clipped
+                    measured["nll_infinite_rows"] = infinite
             if score_rows.brier is not None:
                 measured["brier"] = _known_mean(score_rows.brier)
             if score_rows.classwise is not None:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from .. import calibrators as _calibrators
 from . import fits
 from .functions import ChunkTerms, energy, gini, logit_margin, margin, negative_entropy, normalised_logits, pnorm
 from .registry import BoardColumn, Score, add
@@ -26,6 +29,7 @@ add(Score(
     "msp", "maximum softmax probability",
     softmax=lambda t, state: (t.logits, 1.0, None), label="MSP", colour="#1f77b4", own_predictions=False,
     reports=(), model_probabilities=True, sweep_label="before T (msp)",  # its NLL, Brier and class-wise ECE are the model's own
+    groups=("calibrators",),
     leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
                              rank=2, short="ECE", title="ECE before T: msp"),),
 ))
@@ -89,8 +93,20 @@ add(Score(
 
 
 # ----------------------------------------------------------------------------- temp
-def _fit_temp(val_logits, val_labels, options) -> fits.TemperatureFit:
+_LAST_TEMPERATURE: list = [None, None, None]  # (val_logits, val_labels, fit) of the last temperature fit
+
+
+def _temperature_fit(val_logits, val_labels) -> fits.TemperatureFit:
+    """fits.fit_temperature, fitted once for temp and the calibrators that start from T (same arrays)."""
+    if _LAST_TEMPERATURE[0] is val_logits and _LAST_TEMPERATURE[1] is val_labels:
+        return _LAST_TEMPERATURE[2]
     fit = fits.fit_temperature(val_logits, val_labels)
+    _LAST_TEMPERATURE[:] = [val_logits, val_labels, fit]
+    return fit
+
+
+def _fit_temp(val_logits, val_labels, options) -> fits.TemperatureFit:
+    fit = _temperature_fit(val_logits, val_labels)
     if options.temp_objective == "aurc":
         temperature, val_aurc = fits.fit_temperature_by_aurc(val_logits, val_labels, fit.temperature,
                                                              estimator=options.aurc_estimator)
@@ -121,6 +137,7 @@ add(Score(
     softmax=lambda t, state: (t.logits, 1.0 / state.temperature, t.pred),
     fit=_fit_temp, label="temperature-scaled MSP", sweep_label="after T (temp)", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
     own_predictions=False, options=("temp_objective",), warnings=_temp_warnings, note=_temp_note, note_rank=0,
+    groups=("calibrators",),
     interval_keys=("temperature",),
     legend=lambda m: f" (T = {m['temperature']:.2f})" if m.get("temperature") is not None else "",
     describe=lambda state, measured: dict(
@@ -168,4 +185,78 @@ add(Score(
         p=state.p, temperature=state.temperature, fallback=state.fallback, center=state.center, objective="aurc",
         val_objective=state.val_objective, val_objective_msp=state.val_objective_msp),
     note=_pnorm_softmax_note,
+))
+
+
+# -------------------------------------------------------------- post-hoc calibrators
+# CONVENTIONS.md, "Post-hoc calibrators": fitted on the validation rows like temp, judged as the
+# classifier each produces (its own top label), with its probabilities for the calibration metrics.
+def _log_probabilities(name: str):
+    """The calibrated log-probabilities of a chunk, computed once for the score and the probabilities."""
+    return lambda t, state: t.cached(("calibrated", name), lambda: state.log_probabilities(t.logits))
+
+
+def _convex_keys(state, measured: dict) -> dict:
+    return dict(**measured, params=state.params(), val_objective=state.val_objective,
+                gradient_norm=state.gradient_norm, iterations=state.iterations)
+
+
+def _convex_note(name: str):
+    return lambda m: (f"{name}: validation objective {_number(m['val_objective'])} (regularised NLL; gradient norm "
+                      f"{m['gradient_norm']:.1e}, {m['iterations']} trust-region iterations)")
+
+
+def _fit_vector(val_logits, val_labels, options):
+    return _calibrators.fit_vector(val_logits, val_labels, mu=options.odir_mu,
+                                   temperature=_temperature_fit(val_logits, val_labels).temperature)
+
+
+def _fit_dirichlet(val_logits, val_labels, options):
+    return _calibrators.fit_dirichlet(val_logits, val_labels, odir_lambda=options.odir_lambda, mu=options.odir_mu,
+                                      temperature=_temperature_fit(val_logits, val_labels).temperature)
+
+
+def _fit_ets(val_logits, val_labels, options):
+    return _calibrators.fit_ets(val_logits, val_labels, _temperature_fit(val_logits, val_labels).temperature)
+
+
+def _fit_isotonic(val_logits, val_labels, options):
+    return _calibrators.fit_isotonic(val_logits, val_labels)
+
+
+def _infinite_nll(m: dict) -> str:
+    count = m.get("nll_infinite_rows")
+    return f"; NLL infinite on {count} rows (their label has probability 0): null" if count else ""
+
+
+_vector_lp, _dirichlet_lp = _log_probabilities("vector"), _log_probabilities("dirichlet")
+add(Score(
+    "vector", "vector scaling, softmax(w * v + b), fitted by validation NLL", label="vector scaling",
+    fit=_fit_vector, score=lambda t, state: np.max(_vector_lp(t, state), axis=1), log_confidence=True,
+    probabilities=lambda t, state: np.exp(_vector_lp(t, state)), raw_logits=True, options=("odir_mu",),
+    reports=("nll", "brier"), describe=_convex_keys, note=_convex_note("vector"), note_rank=2,
+    colour="#8c564b", groups=("calibrators",), in_all=False,
+))
+add(Score(
+    "dirichlet", "Dirichlet calibration (ODIR), softmax(W log softmax(v) + b), fitted by validation NLL",
+    label="Dirichlet (ODIR)", fit=_fit_dirichlet, score=lambda t, state: np.max(_dirichlet_lp(t, state), axis=1),
+    log_confidence=True, probabilities=lambda t, state: np.exp(_dirichlet_lp(t, state)),
+    options=("odir_lambda", "odir_mu"), reports=("nll", "brier"), describe=_convex_keys,
+    note=_convex_note("dirichlet"), note_rank=3, colour="#e377c2", groups=("calibrators",), in_all=False,
+))
+add(Score(
+    "ets", "ensemble temperature scaling, w1 softmax(v/T) + w2 softmax(v) + w3/K", label="ensemble TS",
+    fit=_fit_ets, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
+    describe=lambda state, measured: dict(**measured, params=state.params(), val_objective=state.val_objective,
+                                          kkt_residual=state.kkt_residual),
+    note=lambda m: ("ets: weights " + ", ".join(f"{w:.4f}" for w in m["params"]["weights"])
+                    + f" (T = {_number(m['params']['temperature'])}, validation NLL {_number(m['val_objective'])})"),
+    note_rank=4, colour="#7f7f7f", groups=("calibrators",), in_all=False,
+))
+add(Score(
+    "isotonic", "one-vs-rest isotonic regression of softmax(v)_k, renormalised (scikit-learn's)", label="isotonic",
+    fit=_fit_isotonic, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
+    describe=lambda state, measured: dict(**measured, points=[len(x) for x in state.thresholds]),
+    note=lambda m: f"isotonic: {sum(m['points'])} breakpoints over {len(m['points'])} classes" + _infinite_nll(m),
+    note_rank=5, colour="#bcbd22", groups=("calibrators",), in_all=False,
 ))

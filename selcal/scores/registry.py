@@ -88,6 +88,10 @@ class Score:
     colour : its colour in the figures (None: the next colour of the cycle).
     line : its line style in the figures (None: solid).
     leaderboard : columns it adds to the leaderboard, after its AURC (see :class:`BoardColumn`).
+    groups : names of ``--scores`` groups it belongs to (``calibrators``: msp, temp and the post-hoc
+        calibrators).
+    in_all : chosen by ``--scores all`` (the calibrators are not: dirichlet is refused for a large K,
+        and each fit costs more than the rest of a run; ``--scores calibrators`` chooses them).
     """
 
     name: str
@@ -118,6 +122,8 @@ class Score:
     colour: str | None = None
     line: Any = None
     leaderboard: tuple = ()
+    groups: tuple[str, ...] = ()
+    in_all: bool = True
 
     @property
     def needs_fit(self) -> bool:
@@ -294,10 +300,15 @@ def score_names(text_or_names) -> tuple[str, ...]:
     ('msp', 'temp')
     >>> score_names(["all"])[:4]
     ('msp', 'max_logit', 'pnorm', 'temp')
+    >>> score_names(["calibrators"])
+    ('msp', 'temp', 'vector', 'dirichlet', 'ets', 'isotonic')
     """
     names = list(text_or_names)
     if "all" in names:
-        return tuple(REGISTRY)
+        names += [entry.name for entry in REGISTRY.values() if entry.in_all]
+    names += [entry.name for entry in REGISTRY.values() if set(entry.groups) & set(names)]
+    groups = {group for entry in REGISTRY.values() for group in entry.groups} | {"all"}
+    names = [name for name in names if name not in groups]
     return tuple(name for name in REGISTRY if name in names) + tuple(
         dict.fromkeys(name for name in names if name not in REGISTRY))
 
