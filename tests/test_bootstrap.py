@@ -18,7 +18,7 @@ import pytest
 from scipy.stats import norm
 
 import selcal
-from selcal import bootstrap, calibration, selective
+from selcal import bootstrap, calibration, selective, smooth
 from selcal.bootstrap import RefitData, RowData, add_intervals, percentile_interval, resample_metrics
 
 TOL = 1e-9
@@ -54,6 +54,8 @@ def plain_metrics(data: RowData, rows: np.ndarray) -> dict:
         aece=calibration.adaptive_calibration_error(q, correct, data.bins),
         mce=calibration.maximum_calibration_error(q, correct, data.bins),
         brier=data.row_means["q.brier"][rows].mean(),
+        smece=smooth.smooth_ece(q, correct).value,
+        smece_sigma=smooth.smooth_ece(q, correct).sigma,
     )
     return out
 
@@ -166,7 +168,7 @@ def test_resampled_metrics_equal_evaluate_arrays_on_the_resampled_logits():
     # Every selective and calibration metric of every score has resampled values (class-wise ECE aside).
     for name, metrics in model.scores.items():
         wanted = {k for k in metrics if k in ("aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll",
-                                               "brier") or k.startswith(("cov@", "risk@"))}
+                                               "brier", "smece", "smece_sigma") or k.startswith(("cov@", "risk@"))}
         assert wanted == set(got[name]), name
 
 
@@ -246,7 +248,7 @@ def test_intervals_in_the_json_and_schema_1_keys_unchanged():
         ci = metrics.pop("ci")
         assert metrics == plain["models"][0]["scores"][name]  # nothing else changed
         keys = {k for k in metrics if k in {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll",
-                                            "brier"} or k.startswith(("cov@", "risk@"))}
+                                            "brier", "smece", "smece_sigma"} or k.startswith(("cov@", "risk@"))}
         assert set(ci) == keys, name
         for low_high in ci.values():
             assert low_high is None or low_high[0] <= low_high[1]
