@@ -16,6 +16,7 @@ import numpy as np
 from . import calibration, calibrators, diagnostics, selective
 from .errors import OptionError, SelcalError
 from .scores import REGISTRY, fitted, score_names
+from .scores.registry import choices as score_choices
 from .scores.fits import PNORM_OBJECTIVES, TEMPERATURE_OBJECTIVES
 
 __all__ = ["Options", "DEFAULTS", "DEFAULT_SCORES", "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID",
@@ -163,7 +164,7 @@ class Options:
         unknown = [s for s in names if s not in REGISTRY]
         if unknown or not names:
             raise OptionError("scores", f"unknown score {unknown[0] if unknown else '(none)'}; "
-                                        f"choose from {', '.join(REGISTRY)}, or all")
+                                        f"choose from {score_choices()}")
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
         set_("scores", names)
         set_("bins", _whole(self.bins, "bins", 1, MAX_BINS))

@@ -44,11 +44,18 @@ class SmoothEce:
 
 
 def _prepare(confidence, correct, weights):
+    """q, the weighted residuals and their total weight, the rows sorted by (q, residual): the grid's
+    float sums then add the same numbers in the same order whatever the order of the rows, so every
+    result is bit-for-bit independent of row order (CONVENTIONS.md, "Numbers")."""
     q = np.asarray(confidence, dtype=np.float64).ravel()
     r = np.asarray(correct, dtype=np.float64).ravel() - q
-    w = np.ones_like(q) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-    total = float(np.sum(w))
-    return q, r * w, total
+    if weights is None:
+        order = np.lexsort((r, q))
+        return q[order], r[order], float(q.size)
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    residual = r * w
+    order = np.lexsort((w, residual, q))
+    return q[order], residual[order], math.fsum(w)
 
 
 def _grid(sigma: float) -> int:

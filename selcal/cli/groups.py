@@ -17,9 +17,19 @@ import typer
 from ..errors import OptionError
 from ..options import DEFAULTS
 from ..scores import REGISTRY
+from ..scores.registry import groups as score_groups
 from .common import flag_error
 
-SCORES_HELP = f"Scores to evaluate, comma-separated, or 'all': {', '.join(REGISTRY)}."
+def _scores_help() -> str:
+    def members(names) -> str:
+        left_out = [name for name in REGISTRY if name not in names]
+        return f"all but {', '.join(left_out)}" if len(left_out) < len(names) else ", ".join(names)
+
+    return (f"Scores to evaluate, comma-separated: {', '.join(REGISTRY)}; or a group: "
+            + "; ".join(f"'{group}' ({members(names)})" for group, names in score_groups().items()) + ".")
+
+
+SCORES_HELP = _scores_help()
 NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 FORMATS = ("Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, .npz, .npy, .pt/.pth, a folder of "
            "segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or lm-evaluation-harness "

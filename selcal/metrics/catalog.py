@@ -111,7 +111,7 @@ for _metric in (
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
     Metric("smece", "smooth ECE", section="calibration", compute=lambda q, y, o: _smooth(q, y).value),
-    Metric("smece_sigma", "smooth ECE sigma*", unit="num", lower_is_better=None, section="calibration",
+    Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration",
            compute=lambda q, y, o: _smooth(q, y).sigma),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),

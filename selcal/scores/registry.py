@@ -313,6 +313,24 @@ def score_names(text_or_names) -> tuple[str, ...]:
         dict.fromkeys(name for name in names if name not in REGISTRY))
 
 
+def groups() -> dict[str, tuple[str, ...]]:
+    """The names ``--scores`` accepts for several scores at once, and the scores each means:
+    ``all`` (every score whose entry says ``in_all``) and every group an entry names.
+
+    Examples
+    --------
+    >>> groups()["calibrators"]
+    ('msp', 'temp', 'vector', 'dirichlet', 'ets', 'isotonic')
+    """
+    names = dict.fromkeys(group for entry in REGISTRY.values() for group in entry.groups)
+    return {"all": score_names(["all"]), **{group: score_names([group]) for group in names}}
+
+
+def choices() -> str:
+    """The choices of ``--scores`` for a message: every name, then the groups."""
+    return f"{', '.join(REGISTRY)}, or {', '.join(groups())}"
+
+
 _loaded = False
 
 
