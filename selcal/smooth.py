@@ -74,8 +74,9 @@ def _kernel_spectrum(sigma: float, n_grid: int) -> np.ndarray:
     return spectrum
 
 
-def _smoothed(q: np.ndarray, values: np.ndarray, sigma: float, n_grid: int) -> np.ndarray:
-    """Σ_i K_σ(t, q_i) values_i at t = i/G, i = 0 .. G."""
+def _circle_spectrum(q: np.ndarray, values: np.ndarray, n_grid: int) -> np.ndarray:
+    """The DFT of the rows' masses on the circle of length 2 (grid spacing h = 1/G): each value spread
+    linearly onto the two grid points around q_i, and mirrored. It does not depend on σ."""
     u = np.clip(q, 0.0, 1.0) * n_grid
     left = np.minimum(np.floor(u).astype(np.int64), n_grid - 1)
     frac = u - left
@@ -86,7 +87,14 @@ def _smoothed(q: np.ndarray, values: np.ndarray, sigma: float, n_grid: int) -> n
     circle[n_grid + 1:] = mass[n_grid - 1:0:-1]  # the mirror images -x of 0 < x < 1
     circle[0] += mass[0]  # x = 0 and x = 1 are their own mirror images: their mass counts twice
     circle[n_grid] += mass[n_grid]
-    convolved = np.fft.irfft(np.fft.rfft(circle) * _kernel_spectrum(sigma, n_grid), n=2 * n_grid)
+    return np.fft.rfft(circle)
+
+
+def _smoothed(q: np.ndarray, values: np.ndarray, sigma: float, n_grid: int, spectrum=None) -> np.ndarray:
+    """Σ_i K_σ(t, q_i) values_i at t = i/G, i = 0 .. G (``spectrum``: of the rows' masses, if known)."""
+    if spectrum is None:
+        spectrum = _circle_spectrum(q, values, n_grid)
+    convolved = np.fft.irfft(spectrum * _kernel_spectrum(sigma, n_grid), n=2 * n_grid)
     return convolved[: n_grid + 1] / n_grid  # times h: the kernel samples are a density
 
 
@@ -94,9 +102,16 @@ def _trapezoid(values: np.ndarray, n_grid: int) -> float:
     return float((np.sum(values[1:-1]) + 0.5 * (values[0] + values[-1])) / n_grid)
 
 
-def _at(q, residual, total, sigma) -> float:
+def _at(q, residual, total, sigma, spectra: dict | None = None) -> float:
+    """smECE_σ; ``spectra`` keeps the rows' mass spectrum per grid size across calls on the same rows
+    (the σ search evaluates a few grid sizes only: each rows' binning and forward FFT done once)."""
     n_grid = _grid(sigma)
-    g = _smoothed(q, residual, sigma, n_grid) * n_grid / total
+    spectrum = None
+    if spectra is not None:
+        spectrum = spectra.get(n_grid)
+        if spectrum is None:
+            spectrum = spectra[n_grid] = _circle_spectrum(q, residual, n_grid)
+    g = _smoothed(q, residual, sigma, n_grid, spectrum) * n_grid / total
     return _trapezoid(np.abs(g), n_grid)
 
 
@@ -155,12 +170,34 @@ def smooth_ece(confidence, correct, weights=None) -> SmoothEce:
         return SmoothEce(0.0, 0.0)  # the residuals cancel at every confidence: g = 0 for every σ
     upper = (positive - negative) / total  # smECE_σ <= mean |r|: f(upper) <= 0
 
-    def excess(sigma: float) -> float:
-        return _at(q, residual, total, sigma) - sigma
+    spectra: dict = {}
 
-    if excess(upper) >= 0.0:
+    def excess(sigma: float) -> float:
+        return _at(q, residual, total, sigma, spectra) - sigma
+
+    at_upper = excess(upper)
+    if at_upper >= 0.0:
         return SmoothEce(upper, upper)
-    lower = upper
+    # Fixed-point steps bracket σ*: smECE_σ decreases in σ, so from σ > σ*, σ' = smECE_σ lies below σ*,
+    # and smECE_σ' above it. Two steps make the bracket narrow (by smECE's slope, small) for Brent.
+    lower = upper + at_upper
+    if lower > SIGMA_FLOOR:
+        at_lower = excess(lower)
+        if at_lower > 0.0:
+            step = lower + at_lower
+            if step < upper:
+                at_step = excess(step)
+                if at_step < 0.0:
+                    upper = step
+                elif at_step == 0.0:
+                    return SmoothEce(step, step)
+            sigma = optimize.brentq(excess, lower, upper, xtol=1e-13, rtol=4 * np.finfo(float).eps)
+            return SmoothEce(_at(q, residual, total, sigma, spectra), float(sigma))
+        if at_lower == 0.0:
+            return SmoothEce(lower, lower)
+        upper = lower  # (not met: smECE_σ not monotone at the grid's precision) search below, as for no step
+    else:
+        lower = upper
     while True:
         lower = max(lower / 4.0, SIGMA_FLOOR)
         value = excess(lower)
@@ -170,7 +207,7 @@ def smooth_ece(confidence, correct, weights=None) -> SmoothEce:
             return SmoothEce(value + lower, lower)
         upper = lower
     sigma = optimize.brentq(excess, lower, upper, xtol=1e-13, rtol=4 * np.finfo(float).eps)
-    return SmoothEce(_at(q, residual, total, sigma), float(sigma))
+    return SmoothEce(_at(q, residual, total, sigma, spectra), float(sigma))
 
 
 def smooth_reliability(confidence, correct, sigma: float | None = None, points: int = 201):

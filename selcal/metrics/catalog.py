@@ -73,11 +73,14 @@ _LAST_SMOOTH: list = [None, None, None]
 
 
 def _smooth(confidence, correct) -> smooth.SmoothEce:
-    """smooth ECE and its σ*, computed once for the two entries (same arrays)."""
-    if _LAST_SMOOTH[0] is confidence and _LAST_SMOOTH[1] is correct:
-        return _LAST_SMOOTH[2]
+    """smooth ECE and its σ*, computed once for the two entries (the same rows: the bootstrap asks
+    both of each resample's rows, as new arrays with equal contents)."""
+    last_q, last_c, last = _LAST_SMOOTH
+    if (last_q is not None and np.shape(last_q) == np.shape(confidence) and np.array_equal(last_q, confidence)
+            and np.array_equal(last_c, correct)):
+        return last
     value = smooth.smooth_ece(confidence, correct)
-    _LAST_SMOOTH[:] = [confidence, correct, value]
+    _LAST_SMOOTH[:] = [np.array(confidence, copy=True), np.array(correct, copy=True), value]  # (a copy: never stale)
     return value
 
 
