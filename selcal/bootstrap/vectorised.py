@@ -284,7 +284,7 @@ class Prepared:
             rows = np.repeat(np.arange(counts.shape[1]), counts[i])
             confidence = np.empty(binning.order.size)
             confidence[binning.order] = binning.sorted_confidence
-            values[i] = metric.compute(confidence[rows], correct[rows], options)
+            values[i] = (metric.resample or metric.compute)(confidence[rows], correct[rows], options)
         return values
 
     def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:

@@ -45,6 +45,8 @@ class Metric:
     compute : ``(confidence, correct, options) -> float`` for a metric of a top-label confidence
         (reported for every score with probabilities); None when computed with its family
         (the selective metrics, from the one risk-coverage primitive).
+    resample : the same for the bootstrap's resamples when a cheaper computation is precise enough
+        for an interval (smooth ECE: a coarser grid); None: ``compute``.
     """
 
     key: str
@@ -57,6 +59,7 @@ class Metric:
     options: tuple[str, ...] = ()
     needs_logits: bool = False
     compute: Callable[[np.ndarray, np.ndarray, object], float] | None = None
+    resample: Callable[[np.ndarray, np.ndarray, object], float] | None = None
 
     @property
     def family(self) -> bool:
@@ -69,18 +72,18 @@ def _aece(confidence, correct, options) -> float:
     return calibration.adaptive_calibration_error(confidence, correct, options.bins)
 
 
-_LAST_SMOOTH: list = [None, None, None]
+_LAST_SMOOTH: list = [None, None, None, None]
 
 
-def _smooth(confidence, correct) -> smooth.SmoothEce:
+def _smooth(confidence, correct, coarse: bool = False) -> smooth.SmoothEce:
     """smooth ECE and its σ*, computed once for the two entries (the same rows: the bootstrap asks
     both of each resample's rows, as new arrays with equal contents)."""
-    last_q, last_c, last = _LAST_SMOOTH
-    if (last_q is not None and np.shape(last_q) == np.shape(confidence) and np.array_equal(last_q, confidence)
-            and np.array_equal(last_c, correct)):
+    last_q, last_c, last_coarse, last = _LAST_SMOOTH
+    if (last_q is not None and last_coarse == coarse and np.shape(last_q) == np.shape(confidence)
+            and np.array_equal(last_q, confidence) and np.array_equal(last_c, correct)):
         return last
-    value = smooth.smooth_ece(confidence, correct)
-    _LAST_SMOOTH[:] = [np.array(confidence, copy=True), np.array(correct, copy=True), value]  # (a copy: never stale)
+    value = smooth.smooth_ece(confidence, correct, **(dict(points_per_sigma=32, xtol=1e-8, max_grid=1 << 14) if coarse else {}))
+    _LAST_SMOOTH[:] = [np.array(confidence, copy=True), np.array(correct, copy=True), coarse, value]  # never stale
     return value
 
 
@@ -113,9 +116,10 @@ for _metric in (
     Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
-    Metric("smece", "smooth ECE", section="calibration", compute=lambda q, y, o: _smooth(q, y).value),
+    Metric("smece", "smooth ECE", section="calibration", compute=lambda q, y, o: _smooth(q, y).value,
+           resample=lambda q, y, o: _smooth(q, y, coarse=True).value),
     Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration",
-           compute=lambda q, y, o: _smooth(q, y).sigma),
+           compute=lambda q, y, o: _smooth(q, y).sigma, resample=lambda q, y, o: _smooth(q, y, coarse=True).sigma),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
     Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
