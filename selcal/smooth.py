@@ -144,7 +144,7 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
         Row multiplicities (a bootstrap resample); default one each.
     points_per_sigma, xtol, max_grid : the grid's resolution (h <= σ / points_per_sigma, at most max_grid
         points) and σ*'s tolerance; the defaults make the value exact to 1e-6. The bootstrap's resamples use
-        32, 1e-8 and 2^14 (relative error about 1e-4 for σ* >= 0.002, far below an interval's own
+        32, 1e-8 and 2^12 (relative error about 1e-4 for σ* >= 0.008, far below an interval's own
         Monte-Carlo error; a resample whose residuals nearly cancel, σ* below that, keeps a bounded grid).
 
     Returns

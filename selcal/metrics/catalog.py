@@ -82,7 +82,8 @@ def _smooth(confidence, correct, coarse: bool = False) -> smooth.SmoothEce:
     if (last_q is not None and last_coarse == coarse and np.shape(last_q) == np.shape(confidence)
             and np.array_equal(last_q, confidence) and np.array_equal(last_c, correct)):
         return last
-    value = smooth.smooth_ece(confidence, correct, **(dict(points_per_sigma=32, xtol=1e-8, max_grid=1 << 14) if coarse else {}))
+    coarser = dict(points_per_sigma=32, xtol=1e-8, max_grid=1 << 12) if coarse else {}  # (smooth.smooth_ece)
+    value = smooth.smooth_ece(confidence, correct, **coarser)
     _LAST_SMOOTH[:] = [np.array(confidence, copy=True), np.array(correct, copy=True), coarse, value]  # never stale
     return value
 
