@@ -23,8 +23,9 @@ from selcal.exact_sums import CountWeightedSums
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
 # the commands whose numbers go through a sum over rows: bootstraps (default, every score, the
-# mbls adaptive ECE), a paired comparison, every score on K = 10 and K = 100, a segmentation folder
-CASES = ["boot", "boot_all", "boot_mbls", "compare_all", "all_ce", "all_netcal", "seg"]
+# mbls adaptive ECE), a paired comparison, every score on K = 10 and K = 100, a segmentation folder,
+# the calibrators (their fits sum floats through BLAS: run with one BLAS thread)
+CASES = ["boot", "boot_all", "boot_mbls", "compare_all", "all_ce", "all_netcal", "seg", "calib_ce"]
 
 
 def _golden_with_threads(out: Path, threads: int) -> dict[str, bytes]:

@@ -235,7 +235,7 @@ add(Score(
     fit=_fit_vector, score=lambda t, state: np.max(_vector_lp(t, state), axis=1), log_confidence=True,
     probabilities=lambda t, state: np.exp(_vector_lp(t, state)), raw_logits=True, options=("odir_mu",),
     reports=("nll", "brier"), describe=_convex_keys, note=_convex_note("vector"), note_rank=2,
-    colour="#8c564b", groups=("calibrators",), in_all=False,
+    colour="#8c564b", groups=("calibrators",), in_all=False, per_class=True,
 ))
 add(Score(
     "dirichlet", "Dirichlet calibration (ODIR), softmax(W log softmax(v) + b), fitted by validation NLL",
@@ -243,6 +243,7 @@ add(Score(
     log_confidence=True, probabilities=lambda t, state: np.exp(_dirichlet_lp(t, state)),
     options=("odir_lambda", "odir_mu"), reports=("nll", "brier"), describe=_convex_keys,
     note=_convex_note("dirichlet"), note_rank=3, colour="#e377c2", groups=("calibrators",), in_all=False,
+    per_class=True, precheck=lambda n_val, n_classes, options: _calibrators.check_dirichlet_size(n_val, n_classes),
 ))
 add(Score(
     "ets", "ensemble temperature scaling, w1 softmax(v/T) + w2 softmax(v) + w3/K", label="ensemble TS",
@@ -258,5 +259,5 @@ add(Score(
     fit=_fit_isotonic, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
     describe=lambda state, measured: dict(**measured, points=[len(x) for x in state.thresholds]),
     note=lambda m: f"isotonic: {sum(m['points'])} breakpoints over {len(m['points'])} classes" + _infinite_nll(m),
-    note_rank=5, colour="#bcbd22", groups=("calibrators",), in_all=False,
+    note_rank=5, colour="#bcbd22", groups=("calibrators",), in_all=False, per_class=True,
 ))

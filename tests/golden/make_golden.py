@@ -47,6 +47,7 @@ def runs(out: str) -> list[tuple[str, list[str]]]:
                    "--markdown", o("board.md")]),
         ("board_all", ["evaluate", *LSPAIR, "--scores", "all", "--csv", o("board_all.csv"),
                        "--markdown", o("board_all.md"), "--sort-by", "aurc_msp"]),
+        ("calib_ce", ["evaluate", CE, LSPAIR[1], "--scores", "calibrators", "--json", o("calib_ce.json")]),
         ("mbls", ["evaluate", CE, "--scores", "all", "--aece-estimator", "mbls", "--json", o("mbls.json")]),
         ("trapz", ["evaluate", LSPAIR[1], "--aurc-estimator", "trapz", "--temp-objective", "aurc",
                    "--pnorm-objective", "augrc", "--no-center", "--p-grid", "1,2,4,8", "--bins", "10",
