@@ -40,6 +40,7 @@ DIRICHLET = """
 import json, sys, time
 import numpy as np, pyarrow.parquet as pq
 from selcal.calibrators import fit_dirichlet
+from selcal.exact_sums import single_threaded_blas
 from selcal.scores.fits import fit_temperature
 table = pq.read_table(sys.argv[1], columns=["label", "logits"])
 column = table.column("logits").combine_chunks()
@@ -47,7 +48,8 @@ logits = column.values.to_numpy().reshape(-1, column.type.list_size)
 labels = table.column("label").to_numpy()
 temperature = fit_temperature(logits, labels).temperature
 start = time.perf_counter()
-fit = fit_dirichlet(logits, labels, odir_lambda=0.01, mu=0.01, temperature=temperature)
+with single_threaded_blas():  # as selcal evaluate fits every score
+    fit = fit_dirichlet(logits, labels, odir_lambda=0.01, mu=0.01, temperature=temperature)
 print(json.dumps({"seconds": time.perf_counter() - start, "iterations": fit.iterations,
                   "gradient_norm": fit.gradient_norm}))
 """
