@@ -25,7 +25,7 @@ from typing import Any
 
 from ._version import __version__
 from .io import Outputs
-from .report import fit_notes, metric_sections
+from .report import calibrators, fit_notes, metric_sections
 from .scores import REGISTRY
 
 __all__ = ["render_report", "write_report"]
@@ -331,6 +331,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
                      + (f" · top-5 accuracy {_format(model.top5_accuracy, 'pct')}%"
                         if getattr(model, "top5_accuracy", None) is not None else "") + "</p>")
         parts.append(_metric_table(model))
+        parts.append(calibrators.html(model, _e, (getattr(result, "bootstrap", None) or {}).get("confidence")))
         parts += [f"<p class='note'>{_e(n)}</p>" for n in _notes(model)]
         parts += [f"<p class='warning'>warning: {_e(w)}</p>" for w in model.warnings]
         parts.append(_group_table(model))

@@ -136,8 +136,8 @@ class Prepared:
         self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct)) for s in names}
         self.binnings = {s: _binning(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
                          for s in names if s in data.confidence}
-        means = {k: v for k, v in data.row_means.items()
-                 if (model_level and "." not in k) or k.split(".", 1)[0] in names}
+        means = {k: v for k, v in data.row_means.items()  # (a mean of infinite rows, isotonic's NLL: null, no interval)
+                 if ((model_level and "." not in k) or k.split(".", 1)[0] in names) and np.all(np.isfinite(v))}
         self.mean_names = list(means)
         columns = [data.correct.astype(np.float64)] + [np.asarray(v, dtype=np.float64) for v in means.values()]
         self.mean_matrix = np.stack(columns, axis=1)

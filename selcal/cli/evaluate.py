@@ -133,6 +133,10 @@ def evaluate(
         from ..report import render_intervals
 
         render_intervals(result, Console())
+    if len(result.models) == 1 and not quiet and not stdout_outputs:  # (several: under the leaderboard)
+        from ..report.calibrators import render_terminal
+
+        render_terminal(board, Console())
     if not quiet:
         for note in figure_notes:
             say(f"selcal: {note}")

@@ -9,6 +9,7 @@ from ..metrics import catalog
 from ..results import EvaluationResult
 from ..scores import REGISTRY
 from ..scores.registry import BoardColumn
+from . import calibrators
 
 
 def _board_columns() -> dict[str, tuple]:
@@ -153,6 +154,9 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
             "warnings": list(model.warnings),
         }
+        view = calibrators.board_entry(model, (getattr(result, "bootstrap", None) or {}).get("confidence"))
+        if view is not None:  # msp, temp and the calibrators side by side (not a column: report/calibrators.py)
+            row["calibrators"] = view
         for column in _board_extras():
             row[column.key] = column.value(scores)
             if column.flag_key:
@@ -276,6 +280,7 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
             console.print()
         console.print(table_of(group))
     console.print(_leaderboard_note(columns, rows), soft_wrap=True, markup=False, highlight=False)
+    calibrators.render_terminal(rows, console)
 
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
@@ -289,7 +294,9 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
     warnings = [f"- {md(row['model'])}: {md(text)}" for row in rows for text in row.get("warnings", ())]
+    compared = calibrators.markdown(rows)  # msp, temp and the calibrators side by side, when some model has them
     return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
+        f"\n{compared}" if compared else "") + (
         "\n**Warnings**\n\n" + "\n".join(warnings) + "\n" if warnings else "")
 
 
@@ -315,8 +322,12 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
         if column in flags:
             schema[flags[column]] = pl.Boolean
     schema["warnings"] = pl.Int64
+    compared = calibrators.csv_columns(rows)  # SCORE.KEY, _low, _high of the calibrators compared
+    schema.update({column: pl.Float64 for column in compared})
     from ..escape import csv_cell  # text a spreadsheet would run as a formula is neutralised
 
-    frame = pl.DataFrame([{**{c: csv_cell(row.get(c)) for c in schema}, "warnings": len(row.get("warnings", ()))}
-                          for row in rows], schema=schema)
+    frame = pl.DataFrame([{**{c: csv_cell(row.get(c)) for c in schema if c not in compared},
+                           "warnings": len(row.get("warnings", ())),
+                           **{c: values[i] for c, values in compared.items()}}
+                          for i, row in enumerate(rows)], schema=schema)
     return frame.write_csv()

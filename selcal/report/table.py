@@ -224,13 +224,27 @@ def render_intervals(result, console) -> None:
         console.print(f"[bold]{terminal(model.name)}[/bold]  {level} bootstrap intervals "
                       f"({info.get('resamples')} resamples{unit}{_refitted(model) if info.get('refit') else ''})",
                       soft_wrap=True)
-        table = Table(show_edge=False, pad_edge=False)
-        table.add_column("metric")
-        for name in names:
-            table.add_column(terminal(name), justify="right")
-        for key in keys:
-            table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in names))
-        console.print(table)
+
+        def table_of(shown: list[str]) -> Table:
+            table = Table(show_edge=False, pad_edge=False)
+            table.add_column("metric", no_wrap=True)
+            for name in shown:
+                table.add_column(terminal(name), justify="right", no_wrap=True)
+            for key in keys:
+                table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in shown))
+            return table
+
+        # many scores (--scores calibrators) in a narrow terminal: several tables of the columns that fit,
+        # never an interval cut to '…'
+        rest = list(names)
+        if not rest:
+            console.print(table_of([]))
+        while rest:
+            shown = rest[:1]
+            while len(shown) < len(rest) and measure_width(console, table_of(rest[:len(shown) + 1])) <= console.width:
+                shown = rest[:len(shown) + 1]
+            rest = rest[len(shown):]
+            console.print(table_of(shown))
         model_ci = model.extra.get("ci") or {}
         if model_ci:
             console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
