@@ -98,7 +98,10 @@ def test_check_judges_the_primary_metrics_by_default_and_every_one_with_all(cli,
     report = json.loads(cli("check", focal, "--baseline", base, "--json", "-").stdout)
     assert [row["metric"] for row in report["rows"]] == ["accuracy", "msp.aurc", "msp.ece"]
     every = json.loads(cli("check", focal, "--baseline", base, "--json", "-", "--all").stdout)
-    assert len(every["rows"]) == 58
+    judged = [row["metric"] for row in every["rows"]]
+    assert len(judged) == 60  # 58 before smooth ECE (issue 26): + msp.smece, temp.smece
+    assert {"msp.smece", "temp.smece"} <= set(judged)
+    assert not any(metric.endswith("smece_sigma") for metric in judged)  # reported, never judged
     chosen = json.loads(cli("check", focal, "--baseline", base, "--json", "-", "--metric", "temp.ece",
                             "--metric", "nll").stdout)
     assert [row["metric"] for row in chosen["rows"]] == ["nll", "temp.ece", "temp.nll"]  # nll: every score's too
