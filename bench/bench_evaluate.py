@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from make_dumps import write_dump  # noqa: E402
+from make_dumps import bench_dumps  # noqa: E402
 
 FLOOR = """
 import json, sys, time
@@ -99,15 +99,7 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip the floor (it cannot hold a dump larger than RAM)")
     args = parser.parse_args()
 
-    folder = args.dir / f"{args.n_test}x{args.classes}"
-    folder.mkdir(parents=True, exist_ok=True)
-    test, val = folder / "test.parquet", folder / "val.parquet"
-    rows_per_group = max(256, min(8192, (1 << 23) // args.classes))
-    if not test.exists():
-        print(f"writing {test} ...", flush=True)
-        write_dump(test, args.n_test, args.classes, 0, "test", rows_per_group)
-    if not val.exists():
-        write_dump(val, args.n_val, args.classes, 1, "val", rows_per_group)
+    test, val = bench_dumps(args.dir, args.n_test, args.n_val, args.classes, say=lambda line: print(line, flush=True))
 
     floors, selcals, alls = [], [], []
     for _ in range(args.runs):

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_evaluate import FLOOR, SELCAL  # noqa: E402
-from make_dumps import write_dump  # noqa: E402
+from make_dumps import bench_dumps  # noqa: E402
 
 
 def run(code: str, tree: str | None, *args: str) -> dict:
@@ -57,14 +57,7 @@ def main() -> None:
     parser.add_argument("--stream", choices=("auto", "yes", "no"), default="auto")
     args = parser.parse_args()
 
-    folder = args.dir / f"{args.n_test}x{args.classes}"
-    folder.mkdir(parents=True, exist_ok=True)
-    test, val = folder / "test.parquet", folder / "val.parquet"
-    rows_per_group = max(256, min(8192, (1 << 23) // args.classes))
-    if not test.exists():
-        write_dump(test, args.n_test, args.classes, 0, "test", rows_per_group)
-    if not val.exists():
-        write_dump(val, args.n_val, args.classes, 1, "val", rows_per_group)
+    test, val = bench_dumps(args.dir, args.n_test, args.n_val, args.classes)
 
     runs: dict[str, list[dict]] = {tree: [] for tree in args.trees}
     floors, loads = [], []

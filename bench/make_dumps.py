@@ -47,6 +47,21 @@ def write_dump(path: Path, n: int, n_classes: int, seed: int, split: str, row_gr
     writer.close()
 
 
+def bench_dumps(folder: Path, n_test: int, n_val: int, n_classes: int, *, say=None) -> tuple[Path, Path]:
+    """The benchmark case's test and validation dumps in ``folder/{n_test}x{n_classes}``, written
+    once (seeds 0 and 1, row groups of about 8 MiB of logits) and reused by every later run."""
+    where = Path(folder) / f"{n_test}x{n_classes}"
+    where.mkdir(parents=True, exist_ok=True)
+    test, val = where / "test.parquet", where / "val.parquet"
+    rows_per_group = max(256, min(8192, (1 << 23) // n_classes))
+    for path, n, seed, split in ((test, n_test, 0, "test"), (val, n_val, 1, "val")):
+        if not path.exists():
+            if say is not None:
+                say(f"writing {path} ...")
+            write_dump(path, n, n_classes, seed, split, rows_per_group)
+    return test, val
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)

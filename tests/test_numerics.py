@@ -143,7 +143,10 @@ def test_bootstrap_keeps_one_float64_per_metric_and_resample():
         peaks[resamples] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     per_resample = (peaks[50_000] - peaks[10_000]) / 40_000
-    assert per_resample <= 8 * n_metrics * 1.1, (per_resample, n_metrics)  # was 1.46 x that
+    # One float64 per metric and resample, plus transients that do not grow with B (the smooth ECE
+    # grid's FFT plans, cached by size, vary a little between installs: measured 1.00-1.13 x). A
+    # per-resample list or copy, the regression this guards against, was 1.46 x.
+    assert per_resample <= 8 * n_metrics * 1.25, (per_resample, n_metrics)
 
 
 # ====================================================== 4. --bootstrap-refit and row order
