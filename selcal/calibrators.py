@@ -20,11 +20,10 @@ from scipy.special import log_softmax, logsumexp, softmax
 
 from .errors import SelcalError
 
-__all__ = ["CALIBRATORS", "GRADIENT_TOLERANCE", "DEFAULT_ODIR_LAMBDA", "DEFAULT_ODIR_MU", "DIRICHLET_MEMORY_LIMIT",
+__all__ = ["GRADIENT_TOLERANCE", "DEFAULT_ODIR_LAMBDA", "DEFAULT_ODIR_MU", "DIRICHLET_MEMORY_LIMIT",
            "check_dirichlet_size", "VectorFit", "DirichletFit", "EtsFit", "IsotonicFit",
            "fit_vector", "fit_dirichlet", "fit_ets", "fit_isotonic", "minimum_rows"]
 
-CALIBRATORS = ("vector", "dirichlet", "ets", "isotonic")
 GRADIENT_TOLERANCE = 1e-8
 DEFAULT_ODIR_LAMBDA = 1e-3
 DEFAULT_ODIR_MU = 1e-3
