@@ -89,6 +89,16 @@ class Batch:
     n_train: int = 0
 
 
+
+def release_read_buffers() -> None:
+    """Give back the pages Arrow's allocator keeps after a whole file was read into numpy.
+
+    mimalloc (pyarrow's default pool) keeps freed pages for reuse; after ``read_all`` the
+    decoded batches are all freed but about 50 MB of a 40 MB validation file stayed resident
+    through the fits that follow (bench/bench_evaluate.py: peak RSS 415 -> 361 MB, same time).
+    """
+    pa.default_memory_pool().release_unused()
+
 class DumpSource:
     """A dump opened for reading: ``batches()`` yields validated :class:`Batch` objects."""
 
@@ -208,6 +218,7 @@ class DumpSource:
         if filled == 0:
             raise _fail(self.path, self.label_col, None, nothing_left_message(self))
         logits = logits[:filled]
+        release_read_buffers()
         join = lambda name: None if getattr(parts[0], name) is None else np.concatenate(  # noqa: E731
             [getattr(b, name) for b in parts])
         binary = logits.shape[1] == 1

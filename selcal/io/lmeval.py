@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from .arrays import ArraysSource
 from .base import Line, _fail, _short
 
+if TYPE_CHECKING:
+    import polars as pl  # imported where a log is read (see selcal.io.text)
+
 NORMS = ("none", "chars", "bytes")
 _LOG = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
-_ARG = pl.Struct({"arg_0": pl.String, "arg_1": pl.String})
 
 
 def is_log(path: str) -> bool:
@@ -63,6 +65,8 @@ def model_name(path: str) -> str:
 
 
 def _read(path: str) -> pl.DataFrame:
+    import polars as pl
+
     schema = {"doc_id": pl.Int64, "target": pl.String, "filter": pl.String,
               "filtered_resps": pl.List(pl.List(pl.String))}
     try:
@@ -74,7 +78,10 @@ def _read(path: str) -> pl.DataFrame:
 def _arguments(path: str, n_args: int) -> list:
     """Per question, its requests as ``{"gen_args_i": {"arg_0": context, "arg_1": continuation}}``
     (what the harness writes); older harness versions wrote a list of ``[context, continuation]``."""
-    for dtype in (pl.Struct({f"gen_args_{i}": _ARG for i in range(n_args)}), pl.List(pl.List(pl.String))):
+    import polars as pl
+
+    argument = pl.Struct({"arg_0": pl.String, "arg_1": pl.String})
+    for dtype in (pl.Struct({f"gen_args_{i}": argument for i in range(n_args)}), pl.List(pl.List(pl.String))):
         try:
             column = pl.read_ndjson(path, schema={"arguments": dtype})["arguments"].to_list()
         except (pl.exceptions.PolarsError, OSError, ValueError):

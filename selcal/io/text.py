@@ -14,17 +14,21 @@ import json
 import os
 import re
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-import polars as pl
 import pyarrow as pa
 
 from .base import Line, _fail, _short
 from .columns import _WIDE, LABEL_NAMES
 from .parquet import ParquetSource
 
+if TYPE_CHECKING:
+    import polars as pl
+
 SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 _INFER_ROWS = 10_000
-_INTEGERS = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+# polars is imported where a text file is read, not with selcal: about 35 MB of resident memory
+# and 65 ms of start-up that a Parquet or .npz user never needs (tests/test_import_cycles.py).
 
 
 def text_format(path: str) -> str | None:
@@ -42,15 +46,18 @@ class PolarsFile:
     """
 
     def __init__(self, path: str, fmt: str):
+        import polars as pl
+
+        integers = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
         self.path, self.fmt = path, fmt
         self.offset = 2 if fmt in ("csv", "tsv") else 1
         schema = self._guard(lambda: self._scan().collect_schema())
         overrides = {}
         for name, dtype in schema.items():  # a number column with a bad value (inferred as text): its line is named
-            if (_WIDE.match(name) and (dtype in _INTEGERS or dtype == pl.String)) or (
+            if (_WIDE.match(name) and (dtype in integers or dtype == pl.String)) or (
                     name in LABEL_NAMES and dtype == pl.String):
                 overrides[name] = pl.Float64
-            elif isinstance(dtype, pl.List) and dtype.inner in _INTEGERS:
+            elif isinstance(dtype, pl.List) and dtype.inner in integers:
                 overrides[name] = pl.List(pl.Float64)
         self.lazy = self._scan(overrides)
         empty = self._guard(lambda: self.lazy.head(0).collect())
@@ -60,6 +67,8 @@ class PolarsFile:
         self.metadata = SimpleNamespace(num_rows=num_rows, num_row_groups=1, row_group=lambda i: row_group)
 
     def _scan(self, overrides: dict | None = None) -> pl.LazyFrame:
+        import polars as pl
+
         if self.fmt == "jsonl":
             return pl.scan_ndjson(self.path, infer_schema_length=_INFER_ROWS, schema_overrides=overrides)
         return pl.scan_csv(self.path, separator="\t" if self.fmt == "tsv" else ",", infer_schema_length=_INFER_ROWS,
@@ -82,6 +91,8 @@ class PolarsFile:
 
     def _guard(self, work):
         """``work()``, with a polars error turned into one line naming the file's line."""
+        import polars as pl
+
         try:
             return work()
         except (pl.exceptions.PolarsError, OSError, ValueError, UnicodeDecodeError) as exc:
@@ -90,6 +101,8 @@ class PolarsFile:
     def _locate(self, exc: BaseException):
         """The first line polars could not read: a value not of its column's type (CSV), or a
         line that is not a JSON object (JSON Lines), found by reading again more simply."""
+        import polars as pl
+
         text = str(exc)
         if self.fmt == "jsonl":
             with open(self.path, encoding="utf-8", errors="replace") as handle:

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import SelcalError
 from ..identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
-from ..io.base import nothing_left_message
+from ..io.base import nothing_left_message, release_read_buffers
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
@@ -86,6 +86,7 @@ def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
         logits[filled:filled + taken] = batch.logits[keep]
         labels[filled:filled + taken] = batch.labels[keep]
         filled += taken
+    release_read_buffers()
     binary = logits.shape[1] == 1
     return Dump(path=source.path, logits=expand_binary(logits) if binary else logits, labels=labels, binary=binary)
 
