@@ -268,8 +268,9 @@ def test_exp_in_place_is_numpys_exp_bit_for_bit(zeros):
     rng = np.random.default_rng(1)
     values = np.concatenate([rng.uniform(-800.0, 0.0, 4000), rng.uniform(-760.5, -699.5, 4000),
                              rng.uniform(-3000.0, -760.0, zeros),
-                             [-760.0, np.nextafter(-760.0, 0), -745.13321910194122, -708.4, -700.0,
-                              np.nextafter(-700.0, -1000), 0.0, -0.0, -1e-300, -1e-310]]).reshape(-1, 10)
+                             [-760.0, np.nextafter(-760.0, 0), -746.0, np.nextafter(-746.0, 0), np.nextafter(-746.0, -1000),
+                              -745.5, -745.2, -745.13321910194122, -708.4, -700.0, np.nextafter(-700.0, -1000), 0.0, -0.0,
+                              -1e-300, -1e-310, -5000.0, -1.0, -707.9, -708.0, -750.0]]).reshape(-1, 10)
     got = values.copy()
     posthoc._exp_in_place(got, np.empty(got.shape, dtype=bool), np.empty_like(got))
     assert got.tobytes() == np.exp(values).tobytes()
