@@ -307,10 +307,14 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     """(p, T) of pNormSoftmax, MSP(z_c / (T ||z_c||_p)), by the lowest validation AURC over the grid.
 
     Ties go to the smallest p, then the smallest T. Falls back to MSP when MSP's validation
-    AURC is lower or equal (as :func:`fit_pnorm`). The score of every (p, T) is
-    ``log_msp(normalised_logits(v, p), 1 / T)`` bit for bit (see :func:`_pnorm_softmax_grid`
-    for how it is computed faster). Memory: the validation rows times the grid, by blocks of
-    p of at most GRID_VALUES numbers.
+    AURC is lower or equal (as :func:`fit_pnorm`). The choice is that of the exact scores
+    ``log_msp(normalised_logits(v, p), 1 / T)`` of every (p, T). Most cells of the grid are
+    computed exactly, bit for bit (see :func:`_pnorm_softmax_grid` for how, faster). A cell
+    whose exponentials underflow (the smallest T) is first computed without its terms below
+    e**-700, with a bound on each row's error; its AURC is then bounded below
+    (:func:`_aurc_lower_bound`), and the cell is computed exactly only when that bound does
+    not already exceed the best exact AURC: branch and bound, the same choice. Memory: the
+    validation rows times the grid, by blocks of p of at most GRID_VALUES numbers.
 
     References
     ----------
@@ -331,38 +335,92 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
 
         pool = ThreadPoolExecutor(threads)
     run = pool.map if pool is not None else map
-    block = max(1, GRID_VALUES // max(1, n * len(t_grid)))
-    table = []  # the validation AURC of every (p, T), p then T in grid order
+    block = max(1, GRID_VALUES // max(1, 2 * n * len(t_grid)))  # values and their slack
+    exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
+    bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
     try:
         for first in range(0, len(p_grid), block):
             ps = p_grid[first:first + block]
             values = np.empty((len(ps), len(t_grid), n))
+            slack = np.empty((len(ps), len(t_grid), n))
 
-            def chunk_values(rows, ps=ps, values=values, first=first):
+            def chunk_values(rows, ps=ps, values=values, slack=slack, first=first):
                 chunk = np.asarray(logits[rows], dtype=np.float64)
                 if first == 0:
                     correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
                     msp[rows] = scores.log_msp(chunk)
-                _pnorm_softmax_grid(chunk, ps, t_grid, center, values[:, :, rows])
+                _pnorm_softmax_grid(chunk, ps, t_grid, center, values[:, :, rows], slack[:, :, rows])
 
             # Chunks on threads (numpy's exp, the bulk of the work, runs without the GIL); every
             # number is computed as one chunk after the other would, so the bits do not change.
             list(run(chunk_values, chunks))
-            pairs = [(i, j) for i in range(len(ps)) for j in range(len(t_grid))]
-            objectives = list(run(lambda ij: aurc(risk_coverage(values[ij], correct), estimator), pairs))
-            table.extend(objectives[i * len(t_grid):(i + 1) * len(t_grid)] for i in range(len(ps)))
-            del values
+            cells = [(i, j) for i in range(len(ps)) for j in range(len(t_grid))]
+
+            def objective(cell, values=values, slack=slack):
+                if slack[cell].any():
+                    return False, _aurc_lower_bound(values[cell], slack[cell], correct, estimator)
+                return True, aurc(risk_coverage(values[cell], correct), estimator)
+
+            for (i, j), (is_exact, value) in zip(cells, run(objective, cells)):
+                (exact if is_exact else bounds)[first + i, j] = value
+            del values, slack
     finally:
         if pool is not None:
             pool.shutdown()
+
+    def better(cell, value, best):  # lower AURC; on a tie the smaller p, then the smaller T
+        return best is None or (value, cell) < (best[1], best[0])
+
     best = None
-    for p, row in zip(p_grid, table):
-        for temperature, objective in zip(t_grid, row):
-            if best is None or objective < best[0]:
-                best = (objective, p, temperature)
+    for cell, value in exact.items():
+        if better(cell, value, best):
+            best = (cell, value)
+    for cell in sorted(bounds, key=lambda c: (bounds[c], c)):
+        if best is not None and bounds[cell] > best[1] + _AURC_ROUNDING * max(abs(best[1]), 1e-300):
+            break  # this cell and every later one cannot reach the best, nor tie with it
+        value = aurc(risk_coverage(_pnorm_softmax_cell(logits, chunks, p_grid[cell[0]], t_grid[cell[1]], center),
+                                   correct), estimator)
+        if better(cell, value, best):
+            best = (cell, value)
+    (i, j), objective_value = best
     msp_objective = aurc(risk_coverage(msp, correct), estimator)
-    return PnormSoftmaxFit(p=best[1], temperature=best[2], fallback=bool(msp_objective <= best[0]), center=center,
-                           val_objective=best[0], val_objective_msp=msp_objective)
+    return PnormSoftmaxFit(p=p_grid[i], temperature=t_grid[j], fallback=bool(msp_objective <= objective_value),
+                           center=center, val_objective=objective_value, val_objective_msp=msp_objective)
+
+
+# The bound is compared with exact AURCs summed in another order: a relative margin far above
+# float64's rounding of either sum (N * 2**-53 < 1e-11 for a billion rows).
+_AURC_ROUNDING = 1e-9
+
+
+def _pnorm_softmax_cell(logits: np.ndarray, chunks, p: int, temperature: float, center: bool) -> np.ndarray:
+    """The exact scores of one (p, T) on every row: the public composition, chunk by chunk."""
+    values = np.empty(logits.shape[0])
+    for rows in chunks:
+        chunk = np.asarray(logits[rows], dtype=np.float64)
+        values[rows] = scores.log_msp(scores.normalised_logits(chunk, p, center), 1.0 / temperature)
+    return values
+
+
+def _aurc_lower_bound(score: np.ndarray, slack: np.ndarray, correct: np.ndarray, estimator: str) -> float:
+    """A lower bound of the AURC of every score within ``slack`` of ``score`` (row by row).
+
+    AURC = (1/N) sum over errors of (H_N - H_{r-1}), r the error's rank (1 = most confident;
+    with ties, the mean over the tied orders), which decreases as r grows. An error can be
+    ranked no later than N minus the rows certainly below it (their largest possible score
+    under its smallest), so the sum over errors at those ranks is at most the AURC of any
+    order the true scores can take.
+    """
+    n = score.size
+    low, high = score - slack, score + slack
+    errors = ~correct
+    below = np.searchsorted(np.sort(high), low[errors], side="left")  # rows j with high_j < low_i
+    latest = n - below  # 1-based
+    tail = np.cumsum(1.0 / np.arange(n, 0, -1, dtype=np.float64))[::-1]  # tail[r - 1] = sum_{k >= r} 1 / k
+    value = float(np.sum(tail[latest - 1]) / n)
+    if estimator == "trapz":
+        value -= errors.sum() / n / (2 * n)
+    return value
 
 
 GRID_VALUES = 1 << 22  # scores of the pNormSoftmax grid held at once (32 MB): the rows times a block of p times T
@@ -403,7 +461,8 @@ def _exp_in_place(values: np.ndarray, low: np.ndarray, keep: np.ndarray) -> np.n
     return values
 
 
-def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.ndarray) -> None:
+def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.ndarray,
+                        slack: np.ndarray | None = None) -> None:
     """``out[i, j] = log_msp(normalised_logits(chunk, ps[i], center), 1 / t_grid[j])``, bit for bit.
 
     Each array is built once per chunk and reused: the rescaled centred logits once for every p
@@ -411,6 +470,11 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     for each p the top class and the shift by its value once for every T (log_msp's operations on
     the same numbers), and the exponentials of values that underflow skip numpy's slow path
     (:func:`_exp_in_place`). No N x K array is allocated inside the loops.
+
+    With ``slack`` (same shape as ``out``), a (p, T) whose exponentials underflow is computed
+    faster, its terms below e**-700 taken as e**-700 (numpy's exp takes a slow path below, value
+    by value), and ``slack[i, j]`` bounds each row's error (0 where no term was below: those rows
+    are bit for bit); elsewhere ``slack`` is 0. See :func:`_underflow_slack`.
     """
     x = scores._centred_scaled(chunk, center)
     terms = np.empty_like(x)
@@ -419,12 +483,43 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     for i, (_, normalised) in enumerate(scores.normalised_grid(x, ps, center)):
         top = np.argmax(normalised, axis=1)
         normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
-        lowest = normalised.min()
+        row_lowest = normalised.min(axis=1)
+        lowest = row_lowest.min()
         for j, temperature in enumerate(t_grid):
             np.multiply(normalised, 1.0 / temperature, out=terms)
-            if lowest * (1.0 / temperature) >= _EXP_FAST_FROM:  # the smallest of terms (a product is monotone)
+            fast = lowest * (1.0 / temperature) >= _EXP_FAST_FROM  # the smallest of terms (a product is monotone)
+            if fast:
                 np.exp(terms, out=terms)
-            else:
+            elif slack is None:
                 _exp_in_place(terms, low, keep)
+            else:  # the terms below e**-700 raised to it (numpy's fast path), the error this may cause bounded
+                np.maximum(terms, _EXP_FAST_FROM, out=terms)
+                np.exp(terms, out=terms)
             terms[at, top] = 0.0
-            out[i, j] = -np.log1p(scores.row_sums(terms))
+            sums = scores.row_sums(terms)
+            out[i, j] = -np.log1p(sums)
+            if slack is not None:  # rows whose smallest term is not below e**-700 are exact
+                slack[i, j] = 0.0 if fast else _underflow_slack(sums, row_lowest * (1.0 / temperature) < _EXP_FAST_FROM,
+                                                                  out[i, j], terms.shape[1])
+
+
+# e**-700 < 1e-304: a term the grid's fast path raises to e**-700, and e**-700 itself, are below this
+_RAISED_TERM = 1e-304
+
+
+def _underflow_slack(sums: np.ndarray, raised: np.ndarray, score: np.ndarray, n_classes: int) -> np.ndarray:
+    """Per row, a bound of |exact score - score| when the score is -log1p(S') and S' a row sum of
+    ``n_classes`` terms of which some (in the rows where ``raised``) were computed as e**-700 instead
+    of their exp, also below 1e-304; 0 in the other rows (their terms are the exact ones).
+
+    Both S (the exact terms) and S' are float64 sums of K nonnegative terms in the same order, each
+    within gamma = 1.01 K 2**-53 of its exact sum (Higham, Accuracy and Stability of Numerical
+    Algorithms, 2nd ed., eq. 4.4), and the exact sums differ by at most D = K * 1e-304:
+    |S - S'| <= gamma (2 S' / (1 - gamma) + D) + D. log1p has slope at most 1 on S >= 0, and each of
+    the two log1p values is within a few units in the last place: 8 * 2**-53 of their size is added.
+    """
+    unit = 2.0 ** -53
+    gamma = 1.01 * n_classes * unit
+    moved = n_classes * _RAISED_TERM
+    sum_error = gamma * (2.0 * sums / (1.0 - gamma) + moved) + moved
+    return np.where(raised, sum_error + 8.0 * unit * (np.abs(score) + sum_error), 0.0)
