@@ -512,8 +512,8 @@ def _underflow_slack(sums: np.ndarray, raised: np.ndarray, score: np.ndarray, n_
     ``n_classes`` terms of which some (in the rows where ``raised``) were computed as e**-700 instead
     of their exp, also below 1e-304; 0 in the other rows (their terms are the exact ones).
 
-    Both S (the exact terms) and S' are float64 sums of K nonnegative terms in the same order, each
-    within gamma = 1.01 K 2**-53 of its exact sum (Higham, Accuracy and Stability of Numerical
+    Both S (the exact terms) and S' are float64 sums of K nonnegative terms (in whatever order
+    ``row_sums`` adds them), each within gamma = 1.01 K 2**-53 of its exact sum (Higham, Accuracy and Stability of Numerical
     Algorithms, 2nd ed., eq. 4.4), and the exact sums differ by at most D = K * 1e-304:
     |S - S'| <= gamma (2 S' / (1 - gamma) + D) + D. log1p has slope at most 1 on S >= 0, and each of
     the two log1p values is within a few units in the last place: 8 * 2**-53 of their size is added.
