@@ -151,8 +151,8 @@ class LmEvalSource(ArraysSource):
             first = int(np.flatnonzero(n_choices != n_choices[0])[0])
             raise _fail(path, "filtered_resps", Line(first, 1),
                         f"has {n_choices[first]} choices, line 1 {n_choices[0]} (the log holds questions of "
-                        f"{', '.join(map(str, counts))} choices); selcal evaluate reads one model per choice count, "
-                        "or pass lm_choices=K")
+                        f"{', '.join(map(str, counts))} choices); selcal evaluate reads one model per choice count; "
+                        "pass --lm-choices K (lm_choices=K in Python) to read the questions of K choices")
         keep = np.ones(frame.height, dtype=bool) if lm_choices is None else n_choices == lm_choices
         if not keep.any():
             raise _fail(path, None, None, f"has no question of {lm_choices} choices (it has {', '.join(map(str, counts))})")
