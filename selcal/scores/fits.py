@@ -335,14 +335,16 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
 
         pool = ThreadPoolExecutor(threads)
     run = pool.map if pool is not None else map
-    block = max(1, GRID_VALUES // max(1, 2 * n * len(t_grid)))  # values and their slack
+    # Only the smallest T can underflow: the normalised logits lie in [-1, 1], so v / T >= -2 / T.
+    n_under = sum(1 for t in t_grid if t * -_EXP_FAST_FROM < _NORMALISED_SPAN)
+    block = max(1, GRID_VALUES // max(1, n * (len(t_grid) + n_under)))  # the values, and the slack of those T
     exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
     bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
     try:
         for first in range(0, len(p_grid), block):
             ps = p_grid[first:first + block]
             values = np.empty((len(ps), len(t_grid), n))
-            slack = np.empty((len(ps), len(t_grid), n))
+            slack = np.empty((len(ps), n_under, n))
 
             def chunk_values(rows, ps=ps, values=values, slack=slack, first=first):
                 chunk = np.asarray(logits[rows], dtype=np.float64)
@@ -357,7 +359,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
             cells = [(i, j) for i in range(len(ps)) for j in range(len(t_grid))]
 
             def objective(cell, values=values, slack=slack):
-                if slack[cell].any():
+                if cell[1] < n_under and slack[cell].any():
                     return False, _aurc_lower_bound(values[cell], slack[cell], correct, estimator)
                 return True, aurc(risk_coverage(values[cell], correct), estimator)
 
@@ -471,10 +473,11 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     the same numbers), and the exponentials of values that underflow skip numpy's slow path
     (:func:`_exp_in_place`). No N x K array is allocated inside the loops.
 
-    With ``slack`` (same shape as ``out``), a (p, T) whose exponentials underflow is computed
-    faster, its terms below e**-700 taken as e**-700 (numpy's exp takes a slow path below, value
-    by value), and ``slack[i, j]`` bounds each row's error (0 where no term was below: those rows
-    are bit for bit); elsewhere ``slack`` is 0. See :func:`_underflow_slack`.
+    With ``slack`` (of shape (len(ps), J, rows) for the J smallest T of ``t_grid``, which must be
+    increasing), a (p, T) of those whose exponentials underflow is computed faster, its terms below
+    e**-700 taken as e**-700 (numpy's exp takes a slow path below, value by value), and
+    ``slack[i, j]`` bounds each row's error (0 where no term was below: those rows are bit for
+    bit); elsewhere ``slack`` is 0. The other T are computed exactly. See :func:`_underflow_slack`.
     """
     x = scores._centred_scaled(chunk, center)
     terms = np.empty_like(x)
@@ -490,7 +493,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             fast = lowest * (1.0 / temperature) >= _EXP_FAST_FROM  # the smallest of terms (a product is monotone)
             if fast:
                 np.exp(terms, out=terms)
-            elif slack is None:
+            elif slack is None or j >= slack.shape[1]:
                 _exp_in_place(terms, low, keep)
             else:  # the terms below e**-700 raised to it (numpy's fast path), the error this may cause bounded
                 np.maximum(terms, _EXP_FAST_FROM, out=terms)
@@ -498,11 +501,13 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             terms[at, top] = 0.0
             sums = scores.row_sums(terms)
             out[i, j] = -np.log1p(sums)
-            if slack is not None:  # rows whose smallest term is not below e**-700 are exact
+            if slack is not None and j < slack.shape[1]:  # rows whose smallest term is not below e**-700 are exact
                 slack[i, j] = 0.0 if fast else _underflow_slack(sums, row_lowest * (1.0 / temperature) < _EXP_FAST_FROM,
                                                                   out[i, j], terms.shape[1])
 
 
+# The normalised logits' largest spread within a row (they lie in [-1, 1]), with room for rounding.
+_NORMALISED_SPAN = 2.001
 # e**-700 < 1e-304: a term the grid's fast path raises to e**-700, and e**-700 itself, are below this
 _RAISED_TERM = 1e-304
 
