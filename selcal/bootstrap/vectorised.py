@@ -267,24 +267,28 @@ class Prepared:
         if self.data.aece_estimator == "mbls":
             aece = self._mbls_aece(binning, n, weight, confidence, hits)
         out = {"ece": ece, "aece": aece, "mce": mce}
-        for metric in catalog.confidence_metrics():  # a metric added to the catalog: its function on every resample
-            if metric.key not in out and metric.interval:
-                out[metric.key] = self._each_resample(metric, binning, counts)
+        for computation in catalog.computations():  # one added to the catalog: its function on every resample
+            wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k)]
+            if wanted:
+                values = self._each_resample(computation, binning, counts)
+                out.update((k, values[k]) for k in wanted)
         return out
 
-    def _each_resample(self, metric, binning: _Binning, counts: np.ndarray) -> np.ndarray:
-        """A catalog metric of the confidence with no vectorised form, computed on each resample's rows."""
+    def _each_resample(self, computation: catalog.Metric, binning: _Binning, counts: np.ndarray) -> dict[str, np.ndarray]:
+        """The keys of a catalog computation of the confidence with no vectorised form, computed once
+        on each resample's rows (its ``resample`` function, when it has one)."""
         from types import SimpleNamespace
 
         options = self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
         correct = np.zeros(binning.order.size, dtype=bool)
         correct[binning.correct_rows] = True
-        values = np.empty(counts.shape[0])
+        confidence = np.empty(binning.order.size)
+        confidence[binning.order] = binning.sorted_confidence
+        values = {key: np.empty(counts.shape[0]) for key in computation.gives}
         for i in range(counts.shape[0]):
             rows = np.repeat(np.arange(counts.shape[1]), counts[i])
-            confidence = np.empty(binning.order.size)
-            confidence[binning.order] = binning.sorted_confidence
-            values[i] = (metric.resample or metric.compute)(confidence[rows], correct[rows], options)
+            for key, value in computation.values(confidence[rows], correct[rows], options, resample=True).items():
+                values[key][i] = value
         return values
 
     def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:

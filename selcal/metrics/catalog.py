@@ -12,19 +12,26 @@ confidence gives ``compute(confidence, correct, options) -> float``; the evaluat
 reports it for every score with probabilities (after ECE, adaptive ECE and MCE), and the
 bootstrap gives it an interval by computing it again on every resample (unless the entry
 says ``interval=False``).
+
+Several keys from one computation (smooth ECE and its bandwidth σ*: one fixed-point search
+gives both) are one *computation* shared by several entries: :func:`jointly` gives each
+entry the same ``compute`` (returning one value per key, in the order of ``keys``) and the
+same ``keys``, and every consumer computes each computation once (:func:`computations`,
+:meth:`Metric.values`) and takes the keys it wants; each key's properties (label, unit,
+direction, interval, ...) stay its own entry's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import calibration, smooth
 
-__all__ = ["Metric", "CATALOG", "add", "get", "label", "name", "unit", "better", "has_interval", "section",
-           "model_level", "confidence_metrics", "definition_options", "need_logits", "FAMILIES"]
+__all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "better", "has_interval", "section",
+           "model_level", "computations", "definition_options", "need_logits", "FAMILIES"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,12 @@ class Metric:
         and a prediction: not available for a file of confidences.
     compute : ``(confidence, correct, options) -> float`` for a metric of a top-label confidence
         (reported for every score with probabilities); None when computed with its family
-        (the selective metrics, from the one risk-coverage primitive).
+        (the selective metrics, from the one risk-coverage primitive). When ``keys`` names
+        several keys, it returns a tuple of their values, in that order.
     resample : the same for the bootstrap's resamples when a cheaper computation is precise enough
         for an interval (smooth ECE: a coarser grid); None: ``compute``.
+    keys : the keys one call of ``compute`` gives, in order (set by :func:`jointly` on every entry
+        of a shared computation); empty: the entry's own key only.
     """
 
     key: str
@@ -60,10 +70,31 @@ class Metric:
     needs_logits: bool = False
     compute: Callable[[np.ndarray, np.ndarray, object], float] | None = None
     resample: Callable[[np.ndarray, np.ndarray, object], float] | None = None
+    keys: tuple[str, ...] = ()
 
     @property
     def family(self) -> bool:
         return self.key.endswith("@")
+
+    @property
+    def gives(self) -> tuple[str, ...]:
+        """The keys one call of its ``compute`` gives (its own key, unless computed jointly)."""
+        return self.keys or (self.key,)
+
+    def values(self, confidence, correct, options, *, resample: bool = False) -> dict:
+        """``{key: value}`` for every key its computation gives, from one call of ``compute``
+        (of ``resample``, when given and ``resample`` is true: a bootstrap resample).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> q, c = np.array([0.9, 0.6]), np.array([True, False])
+        >>> sorted(CATALOG["smece"].values(q, c, None))
+        ['smece', 'smece_sigma']
+        """
+        function = (self.resample or self.compute) if resample else self.compute
+        value = function(confidence, correct, options)
+        return dict(zip(self.keys, value, strict=True)) if self.keys else {self.key: value}
 
 
 def _aece(confidence, correct, options) -> float:
@@ -72,31 +103,50 @@ def _aece(confidence, correct, options) -> float:
     return calibration.adaptive_calibration_error(confidence, correct, options.bins)
 
 
-_LAST_SMOOTH: list = [None, None, None, None]
+def _smooth(confidence, correct, options) -> tuple[float, float]:
+    """smooth ECE and its σ* (the keys ``smece``, ``smece_sigma``), from one fixed-point search."""
+    fixed_point = smooth.smooth_ece(confidence, correct)
+    return fixed_point.value, fixed_point.sigma
 
 
-def _smooth(confidence, correct, coarse: bool = False) -> smooth.SmoothEce:
-    """smooth ECE and its σ*, computed once for the two entries (the same rows: the bootstrap asks
-    both of each resample's rows, as new arrays with equal contents)."""
-    last_q, last_c, last_coarse, last = _LAST_SMOOTH
-    if (last_q is not None and last_coarse == coarse and np.shape(last_q) == np.shape(confidence)
-            and np.array_equal(last_q, confidence) and np.array_equal(last_c, correct)):
-        return last
-    coarser = dict(points_per_sigma=32, xtol=1e-8, max_grid=1 << 12) if coarse else {}  # (smooth.smooth_ece)
-    value = smooth.smooth_ece(confidence, correct, **coarser)
-    _LAST_SMOOTH[:] = [np.array(confidence, copy=True), np.array(correct, copy=True), coarse, value]  # never stale
-    return value
+def _smooth_resample(confidence, correct, options) -> tuple[float, float]:
+    """The same on a bootstrap resample, on a coarser grid (within 1e-4 of the value: test_smooth)."""
+    fixed_point = smooth.smooth_ece(confidence, correct, points_per_sigma=32, xtol=1e-8, max_grid=1 << 12)
+    return fixed_point.value, fixed_point.sigma
 
 
 CATALOG: dict[str, Metric] = {}
 
 
 def add(metric: Metric) -> Metric:
-    """Add a metric to the catalog (its order is the order of the table's rows and the JSON's keys)."""
+    """Add a metric to the catalog (its order is the order of the table's rows and the JSON's keys).
+
+    The entries of a joint computation (:func:`jointly`) are added in the order of their keys,
+    the first one first (it stands for the computation in :func:`computations`).
+    """
     if metric.key in CATALOG:
         raise ValueError(f"metric {metric.key!r} is already in the catalog")
+    if metric.keys:
+        head = CATALOG.get(metric.keys[0]) if metric.key != metric.keys[0] else metric
+        if metric.key not in metric.keys or head is None or (head.keys, head.compute) != (metric.keys, metric.compute):
+            raise ValueError(f"metric {metric.key!r}: the entries of a joint computation {metric.keys} are added "
+                             "together, in order (selcal.metrics.catalog.jointly)")
     CATALOG[metric.key] = metric
     return metric
+
+
+def jointly(*metrics: Metric, compute: Callable, resample: Callable | None = None) -> tuple[Metric, ...]:
+    """The entries of several keys given by one computation: each gets ``compute`` (returning a
+    tuple of their values, in the order of ``metrics``), ``resample`` and the keys.
+
+    Examples
+    --------
+    >>> a, b = jointly(Metric("lo", "low"), Metric("hi", "high"), compute=lambda q, y, o: (q.min(), q.max()))
+    >>> b.gives, b.compute is a.compute
+    (('lo', 'hi'), True)
+    """
+    keys = tuple(m.key for m in metrics)
+    return tuple(replace(m, compute=compute, resample=resample, keys=keys) for m in metrics)
 
 
 for _metric in (
@@ -117,10 +167,10 @@ for _metric in (
     Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
-    Metric("smece", "smooth ECE", section="calibration", compute=lambda q, y, o: _smooth(q, y).value,
-           resample=lambda q, y, o: _smooth(q, y, coarse=True).value),
-    Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration",
-           compute=lambda q, y, o: _smooth(q, y).sigma, resample=lambda q, y, o: _smooth(q, y, coarse=True).sigma),
+    # smooth ECE and its bandwidth σ*: one fixed-point search gives both
+    *jointly(Metric("smece", "smooth ECE", section="calibration"),
+             Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration"),
+             compute=_smooth, resample=_smooth_resample),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
     Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
@@ -213,9 +263,17 @@ def model_level(judged: bool = True) -> tuple[str, ...]:
     return tuple(k for k, m in CATALOG.items() if "model" in m.levels and (not judged or m.lower_is_better is not None))
 
 
-def confidence_metrics() -> list[Metric]:
-    """The metrics computed from a score's top-label confidence (ECE, adaptive ECE, MCE, ...)."""
-    return [m for m in CATALOG.values() if m.compute is not None]
+def computations() -> list[Metric]:
+    """The computations of a score's top-label confidence (ECE, adaptive ECE, MCE, smooth ECE and
+    its σ*, ...): one entry per computation (the first of a joint one's), whose
+    :meth:`Metric.values` gives every key it computes.
+
+    Examples
+    --------
+    >>> [m.gives for m in computations()]
+    [('ece',), ('aece',), ('mce',), ('smece', 'smece_sigma')]
+    """
+    return [m for m in CATALOG.values() if m.compute is not None and m.key == m.gives[0]]
 
 
 def definition_options() -> tuple[str, ...]:

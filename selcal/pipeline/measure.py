@@ -36,8 +36,11 @@ def _score_metrics(score: np.ndarray, correct: np.ndarray, options: Options):
 
 def _calibration_metrics(confidence: np.ndarray, correct: np.ndarray, options: Options) -> dict[str, float]:
     """Every metric of a top-label confidence in the catalog (ECE, adaptive ECE by
-    ``options.aece_estimator``, MCE, ...)."""
-    return {metric.key: metric.compute(confidence, correct, options) for metric in catalog.confidence_metrics()}
+    ``options.aece_estimator``, MCE, smooth ECE and its σ*, ...), each computation once."""
+    out: dict[str, float] = {}
+    for computation in catalog.computations():
+        out.update(computation.values(confidence, correct, options))
+    return out
 
 
 def measure_arrays(
