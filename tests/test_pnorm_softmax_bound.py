@@ -28,7 +28,7 @@ from selcal.selective import aurc, risk_coverage  # noqa: E402
 T_GRID = fits.PNORM_SOFTMAX_T_GRID
 
 
-def underflowing_logits(seed: int, n: int = 400, k: int = 40) -> np.ndarray:
+def underflowing_logits(seed: int, n: int = 400, k: int = 100) -> np.ndarray:
     """Logits whose normalised values at the grid's smallest T reach exp's slow band and its zeros."""
     rng = np.random.default_rng(seed)
     logits = rng.standard_normal((n, k)) * rng.uniform(0.2, 30.0, size=(n, 1))
@@ -63,36 +63,42 @@ def count_exact_cells(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("seed,center,estimator", [(0, True, "mean"), (1, False, "mean"), (2, True, "trapz")])
-def test_the_fit_chooses_the_cell_of_the_exhaustive_exact_grid(seed, center, estimator):
+def test_the_fit_chooses_the_cell_of_the_exhaustive_exact_grid(seed, center, estimator, monkeypatch):
+    bounded = []
+    lower_bound = fits._aurc_lower_bound
+    monkeypatch.setattr(fits, "_aurc_lower_bound", lambda *a: bounded.append(1) or lower_bound(*a))
     logits = underflowing_logits(seed)
     rng = np.random.default_rng(seed + 10)
-    labels = np.where(rng.random(logits.shape[0]) < 0.75, logits.argmax(axis=1), rng.integers(0, 40, logits.shape[0]))
+    labels = np.where(rng.random(logits.shape[0]) < 0.75, logits.argmax(axis=1), rng.integers(0, 100, logits.shape[0]))
     p_grid = (1, 2, 3, 7, 10)
     table, (i, j) = exhaustive(logits, labels, p_grid, T_GRID, center, estimator)
     fit = fits.fit_pnorm_softmax(logits, labels, p_grid, T_GRID, center=center, estimator=estimator)
     assert (fit.p, fit.temperature) == (sorted(p_grid)[i], sorted(T_GRID)[j])
     assert fit.val_objective == table[i, j]  # the same number, computed the same way
+    assert bounded  # some cells went through the bound
 
 
 def test_a_winning_cell_with_slack_is_computed_exactly(monkeypatch):
     # The errors are the rows of the smallest gap between the two largest normalised logits: the
     # grid's smallest T (every row's sum dominated by its second term, underflowing elsewhere)
     # ranks them last, and the equal AURC of the next T values goes to the smallest T by the tie rule.
+    # (K = 60 and p = 5: enough values per row take exp's slow path for the grid to bound the cell.)
     rng = np.random.default_rng(4)
-    n, k = 300, 30
+    n, k, p = 300, 60, 5
     logits = rng.standard_normal((n, k)) * 8.0
     logits[np.arange(n), rng.integers(0, k, n)] += rng.uniform(5.0, 40.0, n)
-    z = scores.normalised_logits(logits, 2)
+    z = scores.normalised_logits(logits, p)
     ordered = np.sort(z, axis=1)
     gap = ordered[:, -1] - ordered[:, -2]
     pred = logits.argmax(axis=1)
     labels = np.where(gap > np.quantile(gap, 0.3), pred, (pred + 1) % k)
     calls = count_exact_cells(monkeypatch)
-    fit = fits.fit_pnorm_softmax(logits, labels, (2,), T_GRID)
-    table, (i, j) = exhaustive(logits, labels, (2,), T_GRID)
-    assert (fit.p, fit.temperature) == (2, sorted(T_GRID)[j]) and fit.val_objective == table[i, j]
+    fit = fits.fit_pnorm_softmax(logits, labels, (p,), T_GRID)
+    table, (i, j) = exhaustive(logits, labels, (p,), T_GRID)
+    assert (fit.p, fit.temperature) == (p, sorted(T_GRID)[j]) and fit.val_objective == table[i, j]
+    assert fit.temperature == min(T_GRID)
     assert calls, "no cell with slack was computed exactly: the test no longer reaches that path"
-    assert (2, fit.temperature) in calls  # the winner had slack, and was computed exactly before it won
+    assert (p, fit.temperature) in calls  # the winner had slack, and was computed exactly before it won
 
 
 def test_cells_that_cannot_win_are_not_computed_exactly(monkeypatch):

@@ -396,12 +396,12 @@ _AURC_ROUNDING = 1e-9
 
 
 def _pnorm_softmax_cell(logits: np.ndarray, chunks, p: int, temperature: float, center: bool) -> np.ndarray:
-    """The exact scores of one (p, T) on every row: the public composition, chunk by chunk."""
-    values = np.empty(logits.shape[0])
+    """The exact scores of one (p, T) on every row, chunk by chunk: the grid's exact path, which is
+    ``log_msp(normalised_logits(v, p), 1 / T)`` bit for bit and faster where exp underflows."""
+    values = np.empty((1, 1, logits.shape[0]))
     for rows in chunks:
-        chunk = np.asarray(logits[rows], dtype=np.float64)
-        values[rows] = scores.log_msp(scores.normalised_logits(chunk, p, center), 1.0 / temperature)
-    return values
+        _pnorm_softmax_grid(np.asarray(logits[rows], dtype=np.float64), [p], [temperature], center, values[:, :, rows])
+    return values[0, 0]
 
 
 def _aurc_lower_bound(score: np.ndarray, slack: np.ndarray, correct: np.ndarray, estimator: str) -> float:
@@ -488,12 +488,20 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
         normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
         row_lowest = normalised.min(axis=1)
         lowest = row_lowest.min()
+        if slack is not None:  # each row's largest value off its top class (-inf for one class)
+            np.copyto(terms, normalised)
+            terms[at, top] = -np.inf
+            row_second = terms.max(axis=1)
         for j, temperature in enumerate(t_grid):
             np.multiply(normalised, 1.0 / temperature, out=terms)
             fast = lowest * (1.0 / temperature) >= _EXP_FAST_FROM  # the smallest of terms (a product is monotone)
+            bounded = not fast and slack is not None and j < slack.shape[1] and (
+                np.count_nonzero(np.less(terms, _EXP_FAST_FROM, out=low)) >= _SLOW_VALUES_PER_ROW * terms.shape[0]
+                and np.count_nonzero(row_second * (1.0 / temperature) < _SATURATED_BELOW)
+                <= _SATURATED_SHARE * terms.shape[0])
             if fast:
                 np.exp(terms, out=terms)
-            elif slack is None or j >= slack.shape[1]:
+            elif not bounded:
                 _exp_in_place(terms, low, keep)
             else:  # the terms below e**-700 raised to it (numpy's fast path), the error this may cause bounded
                 np.maximum(terms, _EXP_FAST_FROM, out=terms)
@@ -502,10 +510,20 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             sums = scores.row_sums(terms)
             out[i, j] = -np.log1p(sums)
             if slack is not None and j < slack.shape[1]:  # rows whose smallest term is not below e**-700 are exact
-                slack[i, j] = 0.0 if fast else _underflow_slack(sums, row_lowest * (1.0 / temperature) < _EXP_FAST_FROM,
-                                                                  out[i, j], terms.shape[1])
+                slack[i, j] = 0.0 if not bounded else _underflow_slack(
+                    sums, row_lowest * (1.0 / temperature) < _EXP_FAST_FROM, out[i, j], terms.shape[1])
 
 
+# A chunk of a (p, T) is computed with slack only when it pays: at least this many of its values per
+# row take exp's slow path (about 25 ns each, against about 150 ns per row for the cell's lower bound
+# of AURC), and at most this share of its rows are saturated, their largest term off the top class
+# below e**-640 (their slack, K * 1e-304, is then not negligible against their sum: such rows tie
+# within their slack, the bound is loose and the cell is computed again; up to 11% of the rows on
+# the ImageNet-size benchmark, 80-95% on CIFAR-10 at the smallest T). Few classes (K = 10) and
+# saturated cells are computed exactly at once.
+_SLOW_VALUES_PER_ROW = 32
+_SATURATED_BELOW = -640.0
+_SATURATED_SHARE = 0.25
 # The normalised logits' largest spread within a row (they lie in [-1, 1]), with room for rounding.
 _NORMALISED_SPAN = 2.001
 # e**-700 < 1e-304: a term the grid's fast path raises to e**-700, and e**-700 itself, are below this
