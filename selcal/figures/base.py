@@ -202,8 +202,17 @@ def score_detail(name: str, model) -> str:
     return entry.legend(model.scores.get(name, {})) if entry is not None and entry.legend is not None else ""
 
 
-def score_label(name: str, model=None) -> str:
-    return SCORE_LABELS.get(name, name) + ("" if model is None else score_detail(name, model))
+def score_label(name: str, model=None, limit: int | None = None, *, escape: bool = True) -> str:
+    r"""A score's name as a figure draws it: its registry entry's label, or for a column of the file
+    (``--score-col``) its name, passed through :func:`user_text` (``limit``, ``escape`` as there):
+    a column named ``conf$x$`` is drawn as written, never as mathtext. With ``model``, what was
+    fitted follows (:func:`score_detail`, selcal's own text: never cut).
+
+    >>> score_label("conf$x$"), score_label("msp")
+    ('conf\\$x\\$', 'MSP')
+    """
+    return user_text(SCORE_LABELS.get(name, name), limit, escape=escape) + \
+        ("" if model is None else score_detail(name, model))
 
 
 def model_colours(count: int) -> list:

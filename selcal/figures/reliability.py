@@ -92,7 +92,7 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         ax.set_ylabel("accuracy")
         ax.tick_params(labelbottom=False)
         ece = model.scores[score].get("ece")
-        ax.set_title(wrap(f"{user_text(score_label(score, model), NAME_LIMITS['title'])}\nECE {pct(ece)} ({n_bins} bins)",
+        ax.set_title(wrap(f"{score_label(score, model, NAME_LIMITS['title'])}\nECE {pct(ece)} ({n_bins} bins)",
                           panel_width))
         handles, labels = ax.get_legend_handles_labels()
         for handle, label in zip(handles, labels):
@@ -182,7 +182,7 @@ def figure_smooth_reliability(model):
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.05, 1.05)
         drawn_at = "" if data.bandwidth == data.sigma else f", drawn at σ = {data.bandwidth:.3g}"
-        ax.set_title(wrap(f"{user_text(score_label(score, model), NAME_LIMITS['title'])}\n"
+        ax.set_title(wrap(f"{score_label(score, model, NAME_LIMITS['title'])}\n"
                           f"smooth ECE {pct(data.smece)} (σ* = {data.sigma:.3g}{drawn_at})", panel_width))
         ax.set_xlabel("confidence (top-label probability)")
         if index % columns == 0:

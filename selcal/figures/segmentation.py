@@ -27,7 +27,7 @@ from ..scores import REGISTRY
 from ..errors import SelcalError
 from ..io import Outputs
 from ..io.segmentation import image_file, is_segmentation_folder, read_image
-from .base import NAME_LIMITS, SCORE_LABELS, new_figure, render, safe_stem, style, user_text
+from .base import NAME_LIMITS, new_figure, render, safe_stem, score_label, style, user_text
 
 __all__ = ["RankMap", "rank_map_data", "cell_scores", "choose_images", "figure_rank_maps", "write_rank_maps",
            "DEFAULT_RANK_MAPS", "MOST_CONFIDENT"]
@@ -149,7 +149,7 @@ def figure_rank_maps(models, image: str):
             ax.imshow(rgb, interpolation="nearest")
             shown = int(panel.error.sum())
             top = int(np.count_nonzero(panel.rank[panel.error] >= 1 - MOST_CONFIDENT))
-            label = SCORE_LABELS.get(name, name)
+            label = score_label(name, escape=False)  # (parse_math=False)
             title = f"{user_text(model.name, NAME_LIMITS['legend'], escape=False)}: {label}" if len(models) > 1 \
                 else label
             ax.set_title(f"{title}\n{shown:,} errors, {top:,} in the top {100 * MOST_CONFIDENT:g}% confidence",

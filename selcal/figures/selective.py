@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import (NAME_LIMITS, SCORE_LABELS, all_scores, figure_width, legend_below, legend_columns, model_colours, mpl,
+from .base import (NAME_LIMITS, all_scores, figure_width, legend_below, legend_columns, model_colours, mpl,
                    new_figure, pct, score_colour, score_detail, score_label, score_style, user_text, wrap)
 from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, RCPoints, errors_at_coverage_by_group,
                    rc_curve_points, shown_groups)
@@ -102,7 +102,7 @@ def figure_rc_overlay(models, scores: Sequence[str] | None = None, *, max_points
                      if per_panel else user_text(model.name, NAME_LIMITS['legend']))
             entries.append((points, label, colour, "-"))
         handles = _draw_rc(ax, entries)
-        ax.set_title(SCORE_LABELS.get(score, score))
+        ax.set_title(score_label(score))
         ax.tick_params(labelbottom=True, labelleft=True)
         if per_panel:
             legend_below(ax, handles=handles)
@@ -172,7 +172,7 @@ def figure_errors_by_group(models, coverage: float = DEFAULT_AT_COVERAGE, scores
                         textcoords="offset points", ha="center", va="bottom", fontsize=6.5 if many else 7.5)
         ax.set_xticks(x, [user_text(m.name, NAME_LIMITS["tick"]) for m in models], rotation=90 if many else (30 if slanted else 0),
                       ha="center" if many or not slanted else "right", fontsize=7 if many else None)
-        ax.set_title(SCORE_LABELS.get(score, score))
+        ax.set_title(score_label(score))
         ax.grid(axis="x", visible=False)
     axes[0].set_ylabel(f"errors among the accepted\nat {100 * coverage:g}% coverage")
     top = max(1.0, max(ax.get_ylim()[1] for ax in axes))

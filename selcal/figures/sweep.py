@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import diagnostics
 from ..scores import REGISTRY
-from .base import NAME_LIMITS, SCORE_LABELS, SCORE_STYLES, figure_width, new_figure, score_colour, user_text, wrap
+from .base import NAME_LIMITS, SCORE_STYLES, figure_width, new_figure, score_colour, score_label, user_text, wrap
 
 __all__ = ["figure_sweep", "figure_sweep_of"]
 
@@ -25,11 +25,10 @@ def figure_sweep(series: diagnostics.SweepSeries):
         for label, y in panel.lines.items():
             score = panel.scores.get(label, label)  # a line of a score: its colour, as in every figure
             colour = score_colour(score) if score in REGISTRY else "0.2"
-            shown = SCORE_LABELS.get(label, label)
             means = np.array([np.nanmean(y[series.x == v]) if np.any(np.isfinite(y[series.x == v])) else np.nan
                               for v in values])
             ax.plot(values, 100 * means, color=colour, linewidth=1.3, linestyle=SCORE_STYLES.get(label, "-"),
-                    label=user_text(shown))
+                    label=score_label(label))
             ax.plot(series.x, 100 * y, linestyle="none", marker="o", markersize=4.5, color=colour)
         ax.set_title(user_text(panel.title) + " (%)")
         ax.set_xlabel(wrap(user_text(series.name, NAME_LIMITS["title"]), 3.6))

@@ -1,0 +1,95 @@
+"""Rough edges of what selcal writes for a person (session 3): user text in every figure is drawn
+literally (a ``--score-col`` named ``conf$x$`` is neither mathtext nor an error), the leaderboard
+in a pipe keeps every line within 100 columns, model names break at natural points in the HTML
+report, and the report's summary says which calibrator is best per model.
+
+Each test reads what selcal puts out (the matplotlib Text artists before the figure is saved,
+the printed lines, the HTML), so that it fails on the output of the code before the change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import selcal
+from selcal.figures import render as figure_render
+
+# ============================================================ figures: user text, never mathtext
+HOSTILE_SCORES = ("conf$x$", "$\\frac{$")  # a formula if parsed; a malformed one that raises if parsed
+HOSTILE_UNCERTAINTY = "u$v"
+HOSTILE_MODELS = ("a$b", "m_$x^2$")
+
+
+def hostile_dump(folder, name: str, seed: int):
+    rng = np.random.default_rng(seed)
+    n, k = 900, 5
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k))
+    logits[np.arange(n), labels] += 2.0
+    msp = np.exp(logits.max(axis=1)) / np.exp(logits).sum(axis=1)
+    path = folder / f"{name}.parquet"
+    pq.write_table(pa.table({"logits": pa.FixedSizeListArray.from_arrays(pa.array(logits.ravel()), k),
+                             "label": labels, HOSTILE_SCORES[0]: msp, HOSTILE_SCORES[1]: np.sqrt(msp),
+                             HOSTILE_UNCERTAINTY: -msp,
+                             "group": np.where(rng.random(n) < 0.5, "g$1$", "g2")}), path)
+    return path
+
+
+def drawn_texts(figure):
+    """(the string as set, what matplotlib draws, whether it is parsed as mathtext) of every text."""
+    from matplotlib.text import Text
+
+    out = []
+    for text in figure.findobj(Text):
+        raw = text.get_text()
+        if raw:
+            shown, math_mode = text._preprocess_math(raw)
+            out.append((raw, shown, math_mode))
+    return out
+
+
+def test_score_columns_and_model_names_with_dollars_are_drawn_literally(tmp_path, monkeypatch):
+    """Every figure kind of two models whose names and score columns hold ``$``: drawn without error
+    (before: ``$\\frac{$`` raised in mathtext while the rc figure was saved; ``conf$x$`` was drawn as
+    "conf" and an italic x), and each such name is drawn as written, never parsed as mathtext."""
+    paths = [hostile_dump(tmp_path, name, seed) for seed, name in enumerate(HOSTILE_MODELS)]
+    result = selcal.evaluate([str(p) for p in paths], scores="msp,max_logit,temp", score_cols=list(HOSTILE_SCORES),
+                             uncertainty_cols=[HOSTILE_UNCERTAINTY], group_col="group")
+    texts: dict[str, list] = {}
+    real_render = figure_render.render
+
+    def capture(figure, fmt):
+        texts[current] = drawn_texts(figure)  # before the figure is saved (and cleared)
+        return real_render(figure, fmt)
+
+    monkeypatch.setattr(figure_render, "render", capture)
+    jobs = figure_render.plan_figures(result, ls_alpha=[0.0, 0.1])
+    for job in jobs:
+        current = job.stem
+        assert figure_render._draw(job, result.models, "png"), job.stem  # drawn (no mathtext error)
+    assert {"rc", "reliability", "smooth", "overlay_rc", "errors_by_group"} <= {job.kind for job in jobs}
+    literal = (*HOSTILE_SCORES, HOSTILE_UNCERTAINTY, *HOSTILE_MODELS, "g$1$")
+    for stem, found in texts.items():
+        for raw, shown, math_mode in found:
+            if any(fragment in raw for fragment in ("conf", "frac", "u$v", "u\\$v", "a$b", "a\\$b", "m_", "g$1", "g\\$1")):
+                assert math_mode is False, (stem, raw)  # user text is never parsed
+    everything = "\n".join(shown for found in texts.values() for _, shown, _ in found)
+    for name in literal:
+        assert name in everything, name  # and drawn as written
+    rc = "\n".join(shown for _, shown, _ in texts["a_b_rc"])
+    assert "conf$x$: AURC" in rc and "$\\frac{$: AURC" in rc and "u$v: AURC" in rc
+    overlay = [shown for _, shown, _ in texts["overlay_rc"]]
+    assert "conf$x$" in overlay and "$\\frac{$" in overlay  # the panel titles
+    groups = [shown for _, shown, _ in texts["errors_by_group"]]
+    assert "conf$x$" in groups and "$\\frac{$" in groups
+
+
+def test_score_label_is_the_one_helper():
+    from selcal.figures.base import score_label, user_text
+
+    assert score_label("conf$x$") == user_text("conf$x$") == "conf\\$x\\$"
+    assert score_label("$\\frac{$", escape=False) == "$\\frac{$"  # for a text drawn with parse_math=False
+    assert score_label("x" * 90, limit=40) == user_text("x" * 90, 40)
