@@ -9,6 +9,7 @@ shared machine the CPU time is the steadier measure: compare medians, never sing
 
     python bench/bench_versions.py /tmp/old /work/main --runs 5
     python bench/bench_versions.py /tmp/old . --stream no    # both read whole (no streaming)
+    python bench/bench_versions.py /tmp/old . --scores all   # every score of the registry
 
 Uses the dumps of bench_evaluate.py (written there first if missing).
 """
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stream", choices=("auto", "yes", "no"), default="auto")
+    parser.add_argument("--scores", default=None, help="e.g. all (default: selcal's default four)")
     args = parser.parse_args()
 
     test, val = bench_dumps(args.dir, args.n_test, args.n_val, args.classes)
@@ -65,12 +67,13 @@ def main() -> None:
         loads.append(os.getloadavg()[0])
         floors.append(run(FLOOR, None, str(test), str(val))["seconds"])
         for tree in args.trees if index % 2 == 0 else args.trees[::-1]:
-            report = run(SELCAL, tree, str(test), str(val), args.stream)
+            report = run(SELCAL, tree, str(test), str(val), args.stream, *([args.scores] if args.scores else []))
             runs[tree].append(report)
             print(f"{tree}: {report['seconds']:.2f} s wall, {report['cpu']:.2f} s CPU, {report['peak_mb']:.0f} MB; "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
     floor = statistics.median(floors)
-    summary = {"case": f"test {args.n_test} x {args.classes}, val {args.n_val}, --stream {args.stream}",
+    summary = {"case": f"test {args.n_test} x {args.classes}, val {args.n_val}, --stream {args.stream}"
+                       + (f", --scores {args.scores}" if args.scores else ""),
                "floor_seconds": floor, "load_1min": [round(x, 1) for x in loads]}
     for tree, reports in runs.items():
         seconds = statistics.median(r["seconds"] for r in reports)
