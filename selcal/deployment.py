@@ -367,7 +367,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
 def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
               delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
-              input_kind: str | None = None, ood_label: int | None = None,
+              input_kind: str | None = None, ood_label: int | None = None, lm_choices: int | None = None,
               **option_values) -> ThresholdResult:
     """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
     probability at least 1 - ``delta``; the Python API behind ``selcal threshold``.
@@ -386,6 +386,9 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     input_kind, ood_label : as :func:`selcal.evaluate` (``--input``, ``--ood-label``): what the
         files hold (detected by default), and the label of rows of no class, which are errors
         wherever they are accepted and are never fitted on.
+    lm_choices : ``--lm-choices K``: of an lm-evaluation-harness log whose questions have
+        different numbers of choices, the questions of K choices (one model); such a log without
+        it is refused, naming the line of the first question of another count.
 
     Returns
     -------
@@ -409,13 +412,42 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     _check_score(score), _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
     read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
                 ood_label=ood_label)
-    models = expand_input(test)  # an lm-evaluation-harness log or folder of logs: one model per log and choice count
-    if len(models) > 1:
-        names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
-        raise SelcalError(f"{test}: holds {len(models)} models ({names}); a threshold is for one model: give one "
-                          "log, of questions with one number of choices")
-    (test_path, settings, name), = models
+    (test_path, settings, name), = _one_model(test, lm_choices)
     test_dump = read_dump(test_path, **read, **settings)
-    val_dump = None if val is None else read_dump(val, **read)
+    val_dump = None if val is None else read_dump(val, **read, lm_choices=lm_choices)  # (a log's setting only)
     return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options,
                           name=name)
+
+
+def _one_model(test, lm_choices: int | None) -> list[tuple[str, dict, str | None]]:
+    """The one model of the TEST path, as :func:`selcal.io.expand_input` gives it; ``lm_choices``
+    picks the questions of one choice count of an lm-evaluation-harness log. Refused: several
+    models (logs), a mixed log without ``lm_choices`` (the reader's own refusal, naming the line),
+    ``lm_choices`` on anything but a log, or a count the log does not hold."""
+    from .io import expand_input, lmeval, open_dump
+
+    models = expand_input(test)  # an lm-evaluation-harness log or folder of logs: one model per log and choice count
+    logs = list(dict.fromkeys(path for path, _, name in models if name is not None))
+    if lm_choices is not None and not logs:
+        raise OptionError("lm_choices", f"{_braces(test)}: {{option}} is for lm-evaluation-harness sample logs "
+                                        "(samples_<task>_<date>.jsonl), and this is not one; leave out {option}")
+    if len(logs) > 1 or (len(models) > 1 and not logs):
+        names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
+        raise SelcalError(f"{test}: holds {len(models)} models ({names}); a threshold is for one model: give one "
+                          "log (with --lm-choices K for the questions of K choices)")
+    if lm_choices is None:
+        if len(models) > 1:  # one log of several choice counts: the reader's refusal names the line
+            open_dump(logs[0])
+            raise AssertionError(f"{logs[0]}: a log of several choice counts was read as one")  # pragma: no cover
+        return models
+    counts = lmeval.choice_counts(logs[0])
+    if lm_choices not in counts:
+        raise OptionError("lm_choices", f"{_braces(logs[0])}: has no question of {lm_choices} choices (it has "
+                                        f"{', '.join(map(str, counts))}); give {{option}} one of them")
+    name = lmeval.model_name(logs[0]) + (f" ({lm_choices} choices)" if len(counts) > 1 else "")
+    return [(logs[0], {"lm_choices": lm_choices}, name)]
+
+
+def _braces(path) -> str:
+    """A path inside an :class:`OptionError` template (whose ``{option}`` is filled in later)."""
+    return str(path).replace("{", "{{").replace("}", "}}")

@@ -74,6 +74,9 @@ SHARED = {
     "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
     "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
     "input_kind": dict(default=None, flags=("--input",), metavar="KIND", help=INPUT_HELP),
+    "lm_choices": dict(default=None, flags=("--lm-choices",), metavar="K",
+                       help="lm-evaluation-harness logs whose questions have different numbers of choices (ARC: 3, 4 "
+                            "and 5): read only the questions of K choices."),
     "pixels_per_image": dict(default=None, flags=("--pixels-per-image",), metavar="P",
                              help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), "
                                   "the same for every model."),
