@@ -321,15 +321,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
             hashes = identity_hashes(len(val_rows), val_rows.ids, options.seed, purpose=FIT_HALF_PURPOSE)
             fit_mask = _lowest_hashes(hashes, 0.5, where=test.path)
         fit_rows, cal_rows = val_rows.subset(fit_mask), val_rows.subset(~fit_mask)
-    for target in risks:
-        needed = minimum_rows(target, delta, method)
-        if len(cal_rows) < needed:
-            halves = " (half of the validation rows: the other half fits the score)" if fit_rows is not None else ""
-            raise SelcalError(
-                f"{test.path}: {_count(len(cal_rows))} calibration rows{halves} cannot certify a selective risk of "
-                f"at most {_target(target)} with {_confidence(delta)} confidence: {method} needs at least "
-                f"{_count(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
-                "larger --val-fraction), a larger --risk or a larger --delta")
+    _check_enough_rows(test.path, len(cal_rows), risks, delta, method, halved=fit_rows is not None)
     scored = score_rows(score, [(cal_rows.logits, cal_rows.labels), (eval_rows.logits, eval_rows.labels)],
                         None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path,
                         input_kind=getattr(test, "input", "logits"))
@@ -341,13 +333,35 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     if cal_rows.images is not None:
         warnings.append("the rows are pixels of images, which are not independent: the binomial guarantee assumes "
                         "independent rows, so it is optimistic here (it counts pixels, not images)")
+    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, risks=risks,
+                      delta=delta, method=method, split=rule, n_fit=0 if fit_rows is None else len(fit_rows),
+                      state=scored.state, note=scored.note, warnings=warnings)
+
+
+def _check_enough_rows(path: str, n_cal: int, risks, delta: float, method: str, halved: bool = False) -> None:
+    """Refuse (one line) calibration rows too few to certify any target even with no error."""
+    for target in risks:
+        needed = minimum_rows(target, delta, method)
+        if n_cal < needed:
+            halves = " (half of the validation rows: the other half fits the score)" if halved else ""
+            raise SelcalError(
+                f"{path}: {_count(n_cal)} calibration rows{halves} cannot certify a selective risk of "
+                f"at most {_target(target)} with {_confidence(delta)} confidence: {method} needs at least "
+                f"{_count(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
+                "larger --val-fraction), a larger --risk or a larger --delta")
+
+
+def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows, probability: bool, *, risks,
+               delta: float, method: str, split: str, n_fit: int = 0, state=None, note: str = "",
+               warnings: list[str]) -> ThresholdResult:
+    """Certify every target on the calibration rows ``cal``, measure it on the evaluation rows ``ev``."""
     curve = risk_coverage(cal.values, cal.correct)
     entries = []
     for target in risks:
         cert = certify(curve, risk=target, delta=delta, method=method)
-        shown, complement = _shown(cert.threshold, cal, scored.probability)
+        shown, complement = _shown(cert.threshold, cal, probability)
         entries.append(ThresholdEntry(cert, apply_threshold(ev.values, ev.correct, cert.threshold), score, shown,
-                                      scored.probability, complement))
+                                      probability, complement))
     broken = [e for e in entries if e.evaluation.risk is not None and e.evaluation.risk > e.certificate.risk_target]
     if broken:
         warnings.append(
@@ -357,15 +371,62 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
             f"calibration rows: their accuracy is {_pct(1 - curve.n_errors / curve.n, 2)}, the evaluation rows' "
             f"{_pct(1 - float(np.count_nonzero(~ev.correct)) / ev.correct.size, 2)}")
     return ThresholdResult(
-        name=name or _model_name(test.path), path=test.path, score=score, method=method, delta=delta, split=rule,
-        n_fit=0 if fit_rows is None else len(fit_rows), entries=entries, calibration_curve=curve,
-        evaluation_curve=risk_coverage(ev.values, ev.correct), probability=scored.probability, state=scored.state,
-        fit_note=scored.note, warnings=warnings,
+        name=name, path=path, score=score, method=method, delta=delta, split=split, n_fit=n_fit, entries=entries,
+        calibration_curve=curve, evaluation_curve=risk_coverage(ev.values, ev.correct), probability=probability,
+        state=state, fit_note=note, warnings=warnings,
     )
 
 
-def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
-              delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
+# --------------------------------------------------------------------------- files of confidences
+def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEFAULT_RISK,
+                          delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
+                          name: str | None = None) -> ThresholdResult:
+    """:func:`threshold` for a file with no logits, only a confidence, a prediction and a label per
+    row (:class:`selcal.io.confidence.ConfidenceSource`; ``val`` another such file or None).
+
+    The score is the file's column ``column`` (default ``confidence``; higher = more confident),
+    nothing is fitted: every validation row calibrates. A row is an error when its prediction is
+    not its label. The rows are split by evaluate's rule (``--val``, the split column, the seeded
+    hold-out by position). A column whose values all lie in [0, 1] is a probability (θ near 1 is
+    shown as ``1 - x``).
+    """
+    from .io.confidence import CONFIDENCE_NAME
+    from .pipeline.split import holdout_mask, split_plan
+
+    options = options or Options()
+    method, delta, risks = _check_method(method), _check_delta(delta), parse_risks(risk)
+    advice = "give --score-col one of them" if column else "name the confidence column with --score-col COLUMN"
+    column = column or CONFIDENCE_NAME
+    for source in (test, val):
+        if source is not None and column not in source._names:
+            raise SelcalError(f"{source.path}: no column '{column}' (columns: {', '.join(source._names)}); {advice}")
+    rule, val_mask, eval_mask = split_plan(
+        test.split_column(), val is not None, True,
+        lambda: holdout_mask(test.num_kept_rows, test.id_column(), options.val_fraction, options.seed, test.path))
+
+    def rows(source, mask) -> ScoredRows:
+        values, correct = source.value_column(column), source.predictions == source.labels
+        return ScoredRows(values, correct, None) if mask is None else ScoredRows(values[mask], correct[mask], None)
+
+    if val is not None:
+        split = val.split_column()
+        cal = rows(val, (split == "val") if split is not None and (split == "val").any() else None)  # as _rows_of
+    else:
+        cal = rows(test, val_mask)
+    ev = rows(test, eval_mask)
+    if cal.values.size == 0:
+        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+    _check_enough_rows(test.path, cal.values.size, risks, delta, method)
+    probability = all(part.values.min() >= 0.0 and part.values.max() <= 1.0 for part in (cal, ev))
+    if probability:  # the threshold is shown as the probability it is (1 - x near 1)
+        cal, ev = (replace(part, confidence=part.values) for part in (cal, ev))
+    warnings = [] if val is None else leak_warnings(test.path, val.path, 0)  # (rows without logits: no content check)
+    return _certified(test.path, name or _model_name(test.path), column, cal, ev, probability, risks=risks,
+                      delta=delta, method=method, split=rule, warnings=warnings)
+
+
+def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
+              delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None, score_col: str | None = None,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               input_kind: str | None = None, ood_label: int | None = None, lm_choices: int | None = None,
               **option_values) -> ThresholdResult:
@@ -377,7 +438,11 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     test : path of the TEST dump (Parquet, .npz, ...): its evaluation rows measure the threshold,
         and, without ``val``, its split column or a seeded hold-out gives the validation rows.
     val : path of a validation dump (optional), as ``selcal evaluate --val``.
-    score : a registered score (``msp``, ``temp``, ...; see ``selcal.scores.REGISTRY``).
+    score : a registered score (``msp``, ``temp``, ...; see ``selcal.scores.REGISTRY``); default
+        ``msp``. A file of confidences without logits has none: leave it out.
+    score_col : a file of confidences without logits (a confidence, a prediction and a label per
+        row, as ``selcal evaluate`` reads it): the column certified on (default ``confidence``);
+        nothing is fitted (:func:`threshold_confidences`).
     risk : the target selective risk r in (0, 1), or several (a list or ``"0.01,0.05"``).
     delta : δ in (0, 1): the guarantee holds with probability at least 1 - δ.
     method : ``sgr`` (Geifman & El-Yaniv 2017) or ``ltt`` (Learn then Test, fixed sequence).
@@ -406,17 +471,44 @@ def threshold(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     >>> result = selcal.threshold("sample_logits/markus93_densenet40_c10.parquet", risk=0.05)  # doctest: +SKIP
     >>> result.entries[0].threshold  # doctest: +SKIP
     """
-    from .io import expand_input, read_dump
+    from .io import open_dump, read_dump
 
     options = resolve_options(options, option_values, "threshold")
-    _check_score(score), _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
+    if score is not None:
+        _check_score(score)
+    _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
     read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
                 ood_label=ood_label)
     (test_path, settings, name), = _one_model(test, lm_choices)
-    test_dump = read_dump(test_path, **read, **settings)
+    source = open_dump(test_path, **read, **settings)
+    if getattr(source, "confidence_only", False):
+        _check_confidence_options(source.path, score=score, input_kind=input_kind, ood_label=ood_label)
+        val_source = None if val is None else open_dump(val, **read)
+        if val_source is not None and not getattr(val_source, "confidence_only", False):
+            raise SelcalError(f"{val_source.path}: holds logits, but {source.path} only confidences; give a --val file "
+                              "of confidences (a confidence, a prediction and a label per row)")
+        return threshold_confidences(source, val_source, column=score_col, risk=risk, delta=delta, method=method,
+                                     options=options, name=name)
+    if score_col is not None:
+        raise OptionError("score_col", f"{_braces(source.path)}: holds logits; {{option}} is for a file of "
+                                       "confidences without logits: choose a registered score with --score")
+    test_dump = source.read_all()
     val_dump = None if val is None else read_dump(val, **read, lm_choices=lm_choices)  # (a log's setting only)
-    return threshold_dump(test_dump, val_dump, score=score, risk=risk, delta=delta, method=method, options=options,
-                          name=name)
+    return threshold_dump(test_dump, val_dump, score=score or "msp", risk=risk, delta=delta, method=method,
+                          options=options, name=name)
+
+
+def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> None:
+    """Refuse, in one line, what has no meaning on a file of confidences without logits."""
+    if score is not None:
+        raise OptionError("score", f"{_braces(path)}: holds no logits, only a confidence, a prediction and a label "
+                                   f"per row, so {{option}} {score} cannot be computed on it; leave out {{option}} to "
+                                   "certify its column 'confidence', or name another column with --score-col COLUMN")
+    for option, value, why in (("--input", input_kind, "it holds no logits"),
+                               ("--ood-label", ood_label, "a row is an error where its prediction is not its label")):
+        if value is not None:
+            raise OptionError(option, f"{_braces(path)}: {{option}} has no meaning for a file of confidences ({why}); "
+                                       "leave out {option}")
 
 
 def _one_model(test, lm_choices: int | None) -> list[tuple[str, dict, str | None]]:

@@ -76,3 +76,128 @@ def test_lm_choices_on_a_file_that_is_no_log_is_refused(cli, dumps):
     with pytest.raises(selcal.SelcalError, match="lm_choices is for lm-evaluation-harness"):
         selcal.threshold(str(path), lm_choices=4)
 
+
+
+# ------------------------------------------------------------------ files of confidences (no logits)
+def _confidence_file(dumps, name, confidence, pred, label, **more):
+    import pyarrow as pa
+
+    columns = {"confidence": pa.array(np.asarray(confidence, dtype=np.float64)), "pred": pa.array(pred),
+               "label": pa.array(label), **{k: pa.array(v) for k, v in more.items()}}
+    return dumps.table(name, columns)
+
+
+def _hand_worked(dumps):
+    """50 calibration rows ('val'), every one right, confidences 0.30, 0.31, ..., 0.79; 4 evaluation
+    rows ('test') of confidence 0.1 (wrong), 0.5 (wrong), 0.9 and 0.95 (right)."""
+    cal = 0.30 + 0.01 * np.arange(50)
+    confidence = np.concatenate([cal, [0.1, 0.5, 0.9, 0.95]])
+    label = np.zeros(54, dtype=np.int64)
+    pred = np.zeros(54, dtype=np.int64)
+    pred[50:52] = 3  # the two wrong evaluation rows
+    split = ["val"] * 50 + ["test"] * 4
+    return _confidence_file(dumps, "conf.parquet", confidence, pred, label, split=split)
+
+
+def test_a_confidence_file_hand_worked_sgr(cli, dumps):
+    path = _hand_worked(dumps)
+    result = cli("threshold", path, "--risk", "0.2", "--json", "-")
+    assert result.exit_code == 0, result.stderr
+    answer = strict_json(result.stdout)
+    # no error among the 50 calibration rows (50 candidates): SGR runs k = ceil(log2 50) = 6 tests at
+    # delta / 6, B*(0, a, 0.1 / 6) = 1 - (1 / 60) ** (1 / a) for a accepted rows: a = 26 (the median,
+    # 14.6%), 38, 44, 47, 49, 50 (7.86%) all pass 20%: theta is the lowest confidence, full coverage
+    assert answer["score"] == "confidence" and answer["threshold"] == 0.30
+    assert answer["calibration"] == {"n": 50, "coverage": 1.0, "risk": 0.0,
+                                     "bound": pytest.approx(1 - (1 / 60) ** (1 / 50), rel=1e-9)}
+    # on the evaluation rows 0.5, 0.9 and 0.95 are accepted, 0.5 is wrong
+    assert answer["evaluation"] == {"n": 4, "coverage": 0.75, "risk": pytest.approx(1 / 3)}
+    # at 10% the median (26 rows, 14.6%) fails and every test below it accepts fewer rows: abstain
+    refused = strict_json(cli("threshold", path, "--risk", "0.1", "--json", "-").stdout)
+    assert refused["abstain_all"] is True and refused["threshold"] is None
+
+
+def test_a_confidence_file_hand_worked_ltt_and_the_sentence(cli, dumps):
+    path = _hand_worked(dumps)
+    answer = strict_json(cli("threshold", path, "--risk", "0.2", "--method", "ltt", "--json", "-").stdout)
+    # LTT: coverage 1% is the first operating point with >= 0.5 rows, the top row: p = 0.8 ** 1 > 0.1 fails
+    assert answer["abstain_all"] is True
+    text = cli("threshold", path, "--risk", "0.2").stdout
+    assert text.startswith("accept confidence >= 0.3: 100.0% of new inputs, selective risk at most 20.0% with "
+                           "90% confidence (calibration: 50 rows, bound 7.86%); on the 4 evaluation rows: "
+                           "coverage 75.0%, risk 33.3%"), text
+
+
+def test_a_confidence_file_against_the_core_on_its_rows(dumps):
+    from selcal import guarantee
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    confidence = np.round(rng.random(n) * 200) / 200  # ties on purpose
+    label = rng.integers(0, 10, n)
+    pred = np.where(rng.random(n) < confidence, label, (label + 1) % 10)
+    path = _confidence_file(dumps, "c.parquet", confidence, pred, label)
+    result = selcal.threshold(str(path), risk=[0.1, 0.3], method="sgr", val_fraction=0.3, seed=4)
+    # the hold-out of evaluate: the lowest identity hashes of the row positions
+    from selcal.pipeline.split import holdout_mask
+
+    held = holdout_mask(n, None, 0.3, 4)
+    correct = pred == label
+    for entry, target in zip(result.entries, (0.1, 0.3)):
+        cert = guarantee.sgr(confidence[held], correct[held], risk=target, delta=0.1)
+        assert (entry.threshold, entry.certificate.accepted, entry.certificate.errors) == \
+            (cert.threshold, cert.accepted, cert.errors)
+        ev = guarantee.apply_threshold(confidence[~held], correct[~held], cert.threshold)
+        assert (entry.evaluation.n, entry.evaluation.coverage, entry.evaluation.risk) == (ev.n, ev.coverage, ev.risk)
+    assert result.split == "holdout" and result.n_fit == 0 and result.probability
+
+
+def test_another_column_and_a_val_file_of_confidences(cli, dumps):
+    rng = np.random.default_rng(6)
+    n = 400
+    label = rng.integers(0, 5, n)
+    margin = rng.normal(size=n) * 3  # not a probability: shown as it is
+    pred = np.where(margin + rng.normal(size=n) > 0, label, (label + 1) % 5)
+    test = _confidence_file(dumps, "t.parquet", rng.random(n), pred, label, margin=margin)
+    val = _confidence_file(dumps, "v.parquet", rng.random(n), pred[::-1], label[::-1], margin=margin[::-1])
+    answer = strict_json(cli("threshold", test, "--val", val, "--score-col", "margin", "--risk", "0.3",
+                             "--json", "-").stdout)
+    assert answer["score"] == "margin" and answer["calibration"]["n"] == n and answer["evaluation"]["n"] == n
+    from selcal import guarantee
+
+    cert = guarantee.sgr(margin[::-1], (pred == label)[::-1], risk=0.3, delta=0.1)
+    assert answer["threshold"] == cert.threshold and answer["calibration"]["coverage"] == cert.coverage
+
+
+@pytest.mark.parametrize("args,parts", [
+    (("--score", "msp"), ("holds no logits", "--score msp cannot be computed", "--score-col COLUMN")),
+    (("--score", "temp"), ("--score temp cannot be computed",)),
+    (("--score-col", "nope"), ("no column 'nope' (columns: confidence, pred, label, split)",
+                               "give --score-col one of them")),
+    (("--input", "probs"), ("--input has no meaning for a file of confidences", "leave out --input")),
+    (("--ood-label", "7"), ("--ood-label has no meaning", "leave out --ood-label")),
+])
+def test_a_confidence_file_refuses_what_needs_logits_in_one_line(cli, dumps, tmp_path, args, parts):
+    path = _hand_worked(dumps)
+    out = tmp_path / "answer.json"
+    _one_line_refusal(cli("threshold", path, *args, "--json", out), str(path), *parts)
+    assert not out.exists()
+
+
+def test_a_confidence_file_with_a_logits_val_file_or_a_bad_value_is_one_line(cli, dumps):
+    path = _hand_worked(dumps)
+    logits = np.random.default_rng(0).normal(size=(100, 4))
+    val = dumps.parquet("logits.parquet", logits, logits.argmax(axis=1))
+    _one_line_refusal(cli("threshold", path, "--val", val), str(val), "holds logits", "give a --val file of confidences")
+    _one_line_refusal(cli("threshold", val, "--score-col", "confidence"), str(val),
+                      "--score-col is for a file of confidences", "--score")
+    confidence = np.full(60, 0.5)
+    confidence[41] = np.nan
+    bad = _confidence_file(dumps, "nan.parquet", confidence, np.zeros(60, np.int64), np.zeros(60, np.int64))
+    _one_line_refusal(cli("threshold", bad), str(bad), "column 'confidence', row 41")
+
+
+def test_too_few_calibration_rows_of_confidences(cli, dumps):
+    path = _confidence_file(dumps, "few.parquet", np.linspace(0, 1, 50), np.zeros(50, np.int64),
+                            np.zeros(50, np.int64), split=["val"] * 20 + ["test"] * 30)
+    _one_line_refusal(cli("threshold", path), "20 calibration rows cannot certify", "at least 45")

@@ -21,9 +21,14 @@ def threshold(
                                      "threshold."),
     val: Optional[Path] = typer.Option(None, "--val", help="Validation dump to calibrate on (else the split column, "
                                                            "else a seeded hold-out of TEST, as evaluate)."),
-    score: str = typer.Option("msp", "--score", help="A registered score (msp, temp, pnorm, ...). A fitted score is "
-                                                     "fitted on a seeded half of the validation rows and calibrated "
-                                                     "on the other half."),
+    score: Optional[str] = typer.Option(None, "--score", show_default=False,
+                                        help="A registered score (msp, temp, pnorm, ...; default msp). A fitted score "
+                                             "is fitted on a seeded half of the validation rows and calibrated on the "
+                                             "other half. Not for a file of confidences without logits (--score-col)."),
+    score_col: Optional[str] = typer.Option(None, "--score-col", metavar="COLUMN",
+                                            help="A file of confidences without logits (a confidence, a prediction "
+                                                 "and a label per row): the column to certify on, higher = more "
+                                                 "confident (default 'confidence')."),
     risk: str = typer.Option("0.05", "--risk", help="Target selective risk r in (0, 1); several give a table, "
                                                     "e.g. 0.01,0.05,0.1."),
     delta: float = typer.Option(0.1, "--delta", help="The guarantee holds with probability at least 1 - delta."),
@@ -62,7 +67,7 @@ def threshold(
         stdout_outputs = check_outputs(outputs, {"--json": json_path})
         stdout_outputs += check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
         outputs.check_folder(plots_dir, f".{plot_format}")
-        result = run_threshold(str(test), None if val is None else str(val), score=score, risk=risk, delta=delta,
+        result = run_threshold(str(test), None if val is None else str(val), score=score, score_col=score_col, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
                                input_kind=input_kind, ood_label=ood_label, lm_choices=lm_choices,
                                val_fraction=val_fraction, seed=seed)
