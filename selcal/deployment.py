@@ -7,15 +7,18 @@ validation rows, a seeded half of the validation rows fits it and the other half
 so the calibration rows are new to the fitted score (CONVENTIONS.md, "Deployment thresholds
 with a guarantee").
 
-The only function that knows how a score is computed is :func:`score_rows`; everything else
-reads its result.
+The only function that knows how a score is computed is :func:`score_chunks`; everything else
+reads its result. A TEST file whose logits exceed the memory budget is streamed
+(:func:`threshold_source`): the same numbers, in memory bounded by the chunks, the rows that fit
+a fitted score and a few numbers per row.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -27,7 +30,8 @@ from .errors import OptionError, SelcalError
 from .evaluate import resolve_options
 from .identity import identity_hashes
 from .options import Options, split_items
-from .pipeline.measure import INPUT_WORDS, measure_arrays
+from .pipeline.measure import INPUT_WORDS
+from .pipeline.reduce import array_chunks, rows_per_chunk
 from .pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
 from .selective import RiskCoverage, risk_coverage
@@ -234,6 +238,10 @@ class ScoredRows:
     correct: np.ndarray
     confidence: np.ndarray | None
 
+    def take(self, rows) -> "ScoredRows":
+        """These rows (a slice, a boolean mask or indices)."""
+        return ScoredRows(self.values[rows], self.correct[rows], None if self.confidence is None else self.confidence[rows])
+
 
 @dataclass
 class Scored:
@@ -248,32 +256,53 @@ class Scored:
     warnings: list[str] = field(default_factory=list)
 
 
-def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: tuple | None, options,
-               where: str = "", input_kind: str = "logits") -> Scored:
-    """The registered score ``name`` on the rows of each part, fitted (when it is fitted) on ``fit``.
+def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, n_classes: int, total: int,
+                 fit: tuple | None, options, where: str = "", input_kind: str = "logits") -> Scored:
+    """The registered score ``name`` on the rows of ``chunks`` ((logits, labels) pairs, ``total``
+    rows of ``n_classes`` classes in all, e.g. a streamed file's), fitted (when it is fitted) on
+    ``fit`` ((logits, labels), or None for a score without a fit); one part, in the chunks' order.
 
-    ``parts``: (logits, labels) of each set of rows to score; ``fit``: (logits, labels) of the
-    rows a fitted score is fitted on (None for a score without a fit). It runs evaluate's
-    per-row pass (:func:`selcal.pipeline.measure.measure_arrays`) over the parts joined, with one fit:
-    every registered score is computed exactly as ``selcal evaluate`` computes it (its values,
-    its own predictions, its probabilities), whatever its :class:`selcal.scores.Score` entry says.
+    It is evaluate's per-row pass (:func:`selcal.pipeline.reduce.reduce_rows` and the metrics of
+    :func:`selcal.pipeline.measure.measure_arrays`) with one fit, chunk by chunk: every registered
+    score is computed exactly as ``selcal evaluate`` computes it (its values, its own
+    predictions, its probabilities), and the per-row numbers do not depend on the chunking, so
+    the rows of a file read whole or streamed get the same bits. Memory: the chunks in flight
+    and a few numbers per row.
     """
+    from .pipeline.measure import _measure, fit_scores
+    from .pipeline.split import prime_allocator
+
+    prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
     entry = REGISTRY[name]
     run = replace(options, scores=(name,), score_cols=(), uncertainty_cols=(), errors_top=0, logit_profile=False)
-    sizes = [labels.size for _, labels in parts]
-    logits = np.concatenate([logits for logits, _ in parts]) if len(parts) > 1 else parts[0][0]
-    labels = np.concatenate([labels for _, labels in parts]) if len(parts) > 1 else parts[0][1]
-    result = measure_arrays(logits, labels, None if fit is None else fit[0], None if fit is None else fit[1],
-                            options=run, name=where, path=where,
-                            extra=None if input_kind == "logits" else {"input": input_kind})  # (no warning on it)
+    warnings: list[str] = []
+    states = fit_scores(None if fit is None else fit[0], None if fit is None else fit[1], run, where=where,
+                        warnings=warnings)
+    result = _measure(chunks, n_classes, states, options=run, name=where, path=where, split="none",
+                      n_val=0 if fit is None else int(fit[1].size), warnings=warnings,
+                      extra=None if input_kind == "logits" else {"input": input_kind},  # (no warning on it)
+                      groups=None, progress=None, total=total)
     rows = result.rows.scores[name]
     correct = rows.correct if rows.correct is not None else result.rows.correct
-    bounds = np.cumsum([0] + sizes)
-    out = [ScoredRows(rows.values[a:b], correct[a:b], None if rows.confidence is None else rows.confidence[a:b])
-           for a, b in zip(bounds[:-1], bounds[1:])]
     metrics = result.scores[name]
-    return Scored(out, entry.is_probability(metrics), result.states.get(name),
-                  entry.note(metrics) if entry.note is not None else "", list(result.warnings))
+    return Scored([ScoredRows(rows.values, correct, rows.confidence)], entry.is_probability(metrics),
+                  result.states.get(name), entry.note(metrics) if entry.note is not None else "",
+                  list(result.warnings))
+
+
+def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: tuple | None, options,
+               where: str = "", input_kind: str = "logits") -> Scored:
+    """:func:`score_chunks` on in-memory parts ((logits, labels) of each set of rows to score),
+    one :class:`ScoredRows` per part."""
+    n_classes = int(parts[0][0].shape[1])
+    rows = rows_per_chunk(n_classes, options)
+    sizes = [int(labels.size) for _, labels in parts]
+    chunks = (chunk for logits, labels in parts for chunk in array_chunks(logits, labels, rows))
+    scored = score_chunks(name, chunks, n_classes=n_classes, total=sum(sizes), fit=fit, options=options, where=where,
+                          input_kind=input_kind)
+    bounds = np.cumsum([0] + sizes)
+    scored.parts = [scored.parts[0].take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    return scored
 
 
 def _shown(theta: float | None, rows: ScoredRows, probability: bool) -> tuple[float | None, float | None]:
@@ -292,6 +321,33 @@ def _shown(theta: float | None, rows: ScoredRows, probability: bool) -> tuple[fl
 
 
 # --------------------------------------------------------------------------- the API
+def _check_available(entry, score: str, options, *sources) -> None:
+    """As evaluate: a score of the logits' scale is never computed on probabilities."""
+    for path, kind in sources:
+        if not entry.available_on(kind, options):
+            raise SelcalError(f"{path}: holds {INPUT_WORDS[kind]}, and {score} needs raw logits; choose a "
+                              "score that does not (e.g. --score msp or --score temp)")
+
+
+def _fit_half(entry, score: str, n_val: int, ids, images, image_names, options, where: str, val_path: str):
+    """The validation rows that fit a fitted score (a mask; None for a score without a fit): a
+    seeded half, by image for pixel rows; the other half calibrates."""
+    if not entry.needs_fit:
+        return None
+    if n_val < 2:  # no halves to make (the hold-out's message would say --val)
+        raise SelcalError(
+            f"{val_path}: {_count(n_val)} validation row cannot be halved: "
+            f"{score} is fitted on a half of the validation rows and the threshold certified on the other; "
+            "give more validation rows (--val FILE, a split column or a larger --val-fraction)")
+    if images is not None:
+        return image_holdout_mask(images, image_names, 0.5, options.seed + 1, where=where)
+    return _lowest_hashes(identity_hashes(n_val, ids, options.seed, purpose=FIT_HALF_PURPOSE), 0.5, where=where)
+
+
+_PIXELS_WARNING = ("the rows are pixels of images, which are not independent: the binomial guarantee assumes "
+                   "independent rows, so it is optimistic here (it counts pixels, not images)")
+
+
 def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                    delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
                    options=None, name: str | None = None) -> ThresholdResult:
@@ -300,27 +356,14 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
     risks = parse_risks(risk)
     entry = REGISTRY[score]
-    for dump in (test, val):  # as evaluate: a score of the logits' scale is never computed on probabilities
-        kind = getattr(dump, "input", "logits")
-        if dump is not None and not entry.available_on(kind, options):
-            raise SelcalError(f"{dump.path}: holds {INPUT_WORDS[kind]}, and {score} needs raw logits; choose a "
-                              "score that does not (e.g. --score msp or --score temp)")
+    _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d))
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
     if val_rows is None or len(val_rows) == 0:
         raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
-    fit_rows, cal_rows = None, val_rows
-    if entry.needs_fit and len(val_rows) < 2:  # no halves to make (the hold-out's message would say --val)
-        raise SelcalError(
-            f"{val.path if val is not None else test.path}: {_count(len(val_rows))} validation row cannot be halved: "
-            f"{score} is fitted on a half of the validation rows and the threshold certified on the other; "
-            "give more validation rows (--val FILE, a split column or a larger --val-fraction)")
-    if entry.needs_fit:  # a seeded half fits the score, the other half calibrates
-        if val_rows.images is not None:
-            fit_mask = image_holdout_mask(val_rows.images, val_rows.image_names, 0.5, options.seed + 1, where=test.path)
-        else:
-            hashes = identity_hashes(len(val_rows), val_rows.ids, options.seed, purpose=FIT_HALF_PURPOSE)
-            fit_mask = _lowest_hashes(hashes, 0.5, where=test.path)
-        fit_rows, cal_rows = val_rows.subset(fit_mask), val_rows.subset(~fit_mask)
+    fit_mask = _fit_half(entry, score, len(val_rows), val_rows.ids, val_rows.images, val_rows.image_names, options,
+                         test.path, val.path if val is not None else test.path)
+    fit_rows, cal_rows = (None, val_rows) if fit_mask is None else (val_rows.subset(fit_mask),
+                                                                     val_rows.subset(~fit_mask))
     _check_enough_rows(test.path, len(cal_rows), risks, delta, method, halved=fit_rows is not None)
     scored = score_rows(score, [(cal_rows.logits, cal_rows.labels), (eval_rows.logits, eval_rows.labels)],
                         None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path,
@@ -331,10 +374,102 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         warnings += leak_warnings(test.path, val.path, shared)
     if cal_rows.images is not None:
-        warnings.append("the rows are pixels of images, which are not independent: the binomial guarantee assumes "
-                        "independent rows, so it is optimistic here (it counts pixels, not images)")
+        warnings.append(_PIXELS_WARNING)
     return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, risks=risks,
                       delta=delta, method=method, split=rule, n_fit=0 if fit_rows is None else len(fit_rows),
+                      state=scored.state, note=scored.note, warnings=warnings)
+
+
+def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
+                     delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
+                     options=None, name: str | None = None) -> ThresholdResult:
+    """:func:`threshold_dump` for a TEST file streamed by row chunks (:class:`selcal.io.DumpSource`;
+    ``val`` a :class:`selcal.io.Dump` or None): the same result, bit for bit.
+
+    The split is evaluate's (:func:`selcal.pipeline.split.split_plan` on the labels, split and id
+    columns, read without the logits). Only the rows that fit a fitted score are gathered into
+    memory (a seeded half of the validation rows); every other row is read once, chunk by chunk,
+    and kept as its score value, whether it is right and its confidence. With a ``--val`` file,
+    that file is read whole, as evaluate reads it.
+    """
+    from .io.base import nothing_left_message
+    from .pipeline.split import _check_same_classes, _rows_of, _rule_name, holdout_mask, split_plan
+    from .pipeline.stream import _gather, _stream_chunks
+
+    options = options or Options()
+    score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
+    risks = parse_risks(risk)
+    entry = REGISTRY[score]
+    if test.num_rows == 0:
+        raise SelcalError(f"{test.path}: has no rows")
+    if test.num_kept_rows == 0:
+        raise SelcalError(f"{test.path}: column '{test.label_col}': {nothing_left_message(test)}")
+    if test.input_kind is None and test.detected_input is None:
+        next(iter(test.batches()), None)  # the first batch says what the file holds
+    kind = test.input_kind or test.detected_input or "logits"
+    _check_available(entry, score, options, (test.path, kind), *([(val.path, val.input)] if val is not None else []))
+    images, ids = test.image_column(), test.id_column()
+    if val is not None:
+        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+
+    def holdout() -> np.ndarray:
+        if images is not None:
+            return image_holdout_mask(images[0], images[1], options.val_fraction, options.seed, where=test.path)
+        return holdout_mask(test.num_kept_rows, ids, options.val_fraction, options.seed, test.path)
+
+    rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, True, holdout)
+    rule = _rule_name(rule, images is not None, test.metadata)
+    n_classes = max(test.num_classes, 2)
+    rows = rows_per_chunk(n_classes, options)
+    shared = [0]
+    if val is not None:  # the --val file's rows calibrate (in memory), the TEST file's evaluate (streamed)
+        val_rows = _rows_of(val, "val")
+        if len(val_rows) == 0:
+            raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+        fit_mask = _fit_half(entry, score, len(val_rows), val_rows.ids, val_rows.images, val_rows.image_names,
+                             options, test.path, val.path)
+        fit_rows, cal_rows = (None, val_rows) if fit_mask is None else (val_rows.subset(fit_mask),
+                                                                         val_rows.subset(~fit_mask))
+        n_cal = len(cal_rows)
+        _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit_rows is not None)
+        n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
+        chunks = chain(array_chunks(cal_rows.logits, cal_rows.labels, rows),
+                       _stream_chunks(test, eval_mask, rows, None, SharedRows(val_rows.logits, val_rows.labels),
+                                      shared))
+        fit = None if fit_rows is None else (fit_rows.logits, fit_rows.labels)
+        total = n_cal + n_eval
+        is_cal, is_eval = slice(0, n_cal), slice(n_cal, total)
+        pixels = val_rows.images is not None
+    else:  # the TEST file's validation rows calibrate (a half fits a fitted score), the others evaluate
+        positions = np.flatnonzero(val_mask)
+        fit_mask = _fit_half(entry, score, positions.size, None if ids is None else ids[positions],
+                             None if images is None else images[0][positions], None if images is None else images[1],
+                             options, test.path, test.path)
+        cal_mask = val_mask.copy()
+        fit = None
+        if fit_mask is not None:
+            cal_mask[positions[fit_mask]] = False
+            fitted = _gather(test, val_mask & ~cal_mask)  # the only rows held in memory
+            fit = (fitted.logits, fitted.labels)
+        n_cal = int(cal_mask.sum())
+        _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit is not None)
+        scored_mask = cal_mask | eval_mask  # in file order; the fit half is not scored
+        chunks = _stream_chunks(test, scored_mask, rows, None)
+        total = int(scored_mask.sum())
+        is_cal = cal_mask[scored_mask]
+        is_eval = ~is_cal
+        pixels = images is not None
+    scored = score_chunks(score, chunks, n_classes=n_classes, total=total, fit=fit, options=options,
+                          where=test.path, input_kind=kind)
+    everything, = scored.parts
+    cal, ev = everything.take(is_cal), everything.take(is_eval)
+    warnings = scored.warnings
+    if val is not None:
+        warnings += leak_warnings(test.path, val.path, shared[0])
+    if pixels:
+        warnings.append(_PIXELS_WARNING)
+    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, risks=risks,
+                      delta=delta, method=method, split=rule, n_fit=0 if fit is None else int(fit[1].size),
                       state=scored.state, note=scored.note, warnings=warnings)
 
 
@@ -429,6 +564,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
               delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None, score_col: str | None = None,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               input_kind: str | None = None, ood_label: int | None = None, lm_choices: int | None = None,
+              stream: bool | None = None, memory_budget: int | None = None,
               **option_values) -> ThresholdResult:
     """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
     probability at least 1 - ``delta``; the Python API behind ``selcal threshold``.
@@ -451,6 +587,9 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     input_kind, ood_label : as :func:`selcal.evaluate` (``--input``, ``--ood-label``): what the
         files hold (detected by default), and the label of rows of no class, which are errors
         wherever they are accepted and are never fitted on.
+    stream, memory_budget : read the TEST file by row chunks (:func:`threshold_source`) instead of
+        whole; by default when its logits take more than ``memory_budget`` bytes (evaluate's
+        budget). Either way the result is the same, bit for bit.
     lm_choices : ``--lm-choices K``: of an lm-evaluation-harness log whose questions have
         different numbers of choices, the questions of K choices (one model); such a log without
         it is refused, naming the line of the first question of another count.
@@ -492,10 +631,15 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     if score_col is not None:
         raise OptionError("score_col", f"{_braces(source.path)}: holds logits; {{option}} is for a file of "
                                        "confidences without logits: choose a registered score with --score")
-    test_dump = source.read_all()
+    from .pipeline.jobs import DEFAULT_MEMORY_BUDGET
+
+    if stream is None:
+        stream = source.logits_bytes > (DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
+    test_dump = None if stream else source.read_all()
     val_dump = None if val is None else read_dump(val, **read, lm_choices=lm_choices)  # (a log's setting only)
-    return threshold_dump(test_dump, val_dump, score=score or "msp", risk=risk, delta=delta, method=method,
-                          options=options, name=name)
+    run = threshold_source if stream else threshold_dump
+    return run(source if stream else test_dump, val_dump, score=score or "msp", risk=risk, delta=delta, method=method,
+               options=options, name=name)
 
 
 def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> None:

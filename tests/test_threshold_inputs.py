@@ -201,3 +201,141 @@ def test_too_few_calibration_rows_of_confidences(cli, dumps):
     path = _confidence_file(dumps, "few.parquet", np.linspace(0, 1, 50), np.zeros(50, np.int64),
                             np.zeros(50, np.int64), split=["val"] * 20 + ["test"] * 30)
     _one_line_refusal(cli("threshold", path), "20 calibration rows cannot certify", "at least 45")
+
+
+# ------------------------------------------------------------------ streamed by row chunks: the same bits
+def _assert_identical(a, b, where="result"):
+    """Every field of two results equal, bit for bit (arrays by their bytes, floats by their bits)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            _assert_identical(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert a.tobytes() == b.tobytes(), where
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_identical(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for key in a:
+            _assert_identical(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, float):
+        assert isinstance(b, float) and np.float64(a).tobytes() == np.float64(b).tobytes(), (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
+def _streamed_and_whole(path, **kwargs):
+    """The threshold of ``path`` read whole, and streamed in chunks of 37 rows (many chunks, a last
+    partial one), and a check that the file is streamed by default under a tiny memory budget."""
+    import selcal.deployment as deployment
+
+    whole = selcal.threshold(str(path), stream=False, **kwargs)
+    streamed = selcal.threshold(str(path), stream=True, chunk_rows=37, **kwargs)
+    calls = []
+    original = deployment.threshold_source
+    deployment.threshold_source = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        by_budget = selcal.threshold(str(path), memory_budget=1, **kwargs)
+    finally:
+        deployment.threshold_source = original
+    assert calls == [1]
+    return whole, streamed, by_budget
+
+
+def _model(n=2400, k=6, seed=11):
+    """Logits whose confidence tells errors apart (a useful MSP)."""
+    rng = np.random.default_rng(seed)
+    margin = rng.exponential(2.0, size=n)
+    pred = rng.integers(0, k, size=n)
+    logits = rng.normal(0.0, 0.5, size=(n, k))
+    logits[np.arange(n), pred] += margin
+    labels = np.where(rng.random(n) < 0.6 * np.exp(-margin), (pred + 1) % k, pred)
+    return logits, labels
+
+
+@pytest.mark.parametrize("score", ["msp", "temp", "max_logit", "pnorm", "vector"])
+@pytest.mark.parametrize("layout", ["holdout", "split", "ids"])
+def test_a_streamed_file_gives_the_bits_of_the_file_read_whole(dumps, score, layout):
+    import pyarrow as pa
+
+    logits, labels = _model()
+    extra = {}
+    if layout == "ids":
+        extra["id"] = pa.array([f"row-{i * 7919 % 2400}" for i in range(2400)])
+    split = (["val", "test", "test"] * 800) if layout == "split" else None
+    path = dumps.parquet("m.parquet", logits, labels, split=split, extra=extra, row_group_size=500)
+    whole, streamed, by_budget = _streamed_and_whole(path, score=score, risk=[0.05, 0.2], seed=3)
+    _assert_identical(whole, streamed)
+    _assert_identical(whole, by_budget)
+    assert whole.entries[1].threshold is not None
+
+
+def test_streamed_with_a_val_file_counts_the_shared_rows_as_read_whole(dumps):
+    logits, labels = _model(seed=12)
+    test = dumps.parquet("test.parquet", logits[:1500], labels[:1500])
+    val = dumps.parquet("val.parquet", np.concatenate([logits[1500:], logits[:40]]),
+                        np.concatenate([labels[1500:], labels[:40]]))  # 40 TEST rows leak into --val
+    for score in ("msp", "temp"):
+        whole, streamed, by_budget = _streamed_and_whole(test, val=str(val), score=score, risk=0.2)
+        _assert_identical(whole, streamed)
+        _assert_identical(whole, by_budget)
+        assert any("40 evaluation rows are also validation rows" in w for w in whole.warnings)
+
+
+@pytest.mark.parametrize("case", ["binary", "probabilities", "ood", "ignored"])
+def test_streamed_special_rows_give_the_bits_of_the_file_read_whole(dumps, case):
+    logits, labels = _model(seed=13)
+    kwargs = {}
+    if case == "binary":  # one logit per row
+        margin = logits[:, 0] - logits[:, 1]
+        logits, labels = margin[:, None], (margin + np.random.default_rng(1).normal(size=margin.size) > 0).astype(int)
+    elif case == "probabilities":
+        logits = np.exp(logits - logits.max(axis=1, keepdims=True))
+        logits /= logits.sum(axis=1, keepdims=True)
+    elif case == "ood":
+        labels = labels.copy()
+        labels[::9] = 99
+        kwargs["ood_label"] = 99
+    else:
+        labels = labels.copy()
+        labels[::5] = 255
+        kwargs["ignore_label"] = 255
+    path = dumps.parquet("m.parquet", logits, labels, row_group_size=300)
+    for score in ("msp", "temp"):
+        whole, streamed, by_budget = _streamed_and_whole(path, score=score, risk=0.2, **kwargs)
+        _assert_identical(whole, streamed)
+        _assert_identical(whole, by_budget)
+
+
+def test_streamed_pixel_rows_and_a_harness_log_give_the_bits_read_whole():
+    root = Path(__file__).resolve().parents[1] / "sample_logits"
+    for score in ("msp", "temp"):
+        whole, streamed, _ = _streamed_and_whole(root / "seg_alpha0", score=score, risk=0.1)
+        _assert_identical(whole, streamed)
+        assert any("pixels of images" in w for w in streamed.warnings)
+    whole, streamed, _ = _streamed_and_whole(MIXED, lm_choices=4, risk=0.3, val_fraction=0.5)
+    _assert_identical(whole, streamed)
+
+
+def test_a_streamed_file_holds_only_the_fit_rows_in_memory(dumps, monkeypatch):
+    """The streamed path never reads the file whole: only the fit half of the validation rows is
+    gathered (none for a score without a fit), every other row comes by chunks."""
+    import selcal.io.base as base
+    import selcal.pipeline.stream as stream
+
+    logits, labels = _model(seed=14)
+    path = dumps.parquet("m.parquet", logits, labels, row_group_size=300)
+    monkeypatch.setattr(base.DumpSource, "read_all", lambda self: pytest.fail("read whole"))
+    gathered = []
+    original = stream._gather
+    monkeypatch.setattr(stream, "_gather", lambda source, mask: gathered.append(int(mask.sum()))
+                        or original(source, mask))
+    selcal.threshold(str(path), score="msp", stream=True)
+    assert gathered == []
+    result = selcal.threshold(str(path), score="temp", stream=True)
+    assert gathered == [result.n_fit] and result.n_fit == 240  # half of the 480 validation rows
