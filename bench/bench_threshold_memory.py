@@ -42,7 +42,8 @@ def peak_mb():
 
 
 import selcal
-path, score, mode = sys.argv[1:4]
+path, score, mode, src = sys.argv[1:5]
+assert selcal.__file__.startswith(src), (selcal.__file__, src)  # the code of the checkout asked for
 if mode == "import":
     print(json.dumps({"seconds": 0.0, "peak_mb": peak_mb(), "answer": None}))
     raise SystemExit
@@ -54,9 +55,10 @@ print(json.dumps({"seconds": time.perf_counter() - start, "peak_mb": peak_mb(), 
 
 
 def run(mode: str, path: Path, score: str, src: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), score, mode], check=True, capture_output=True,
-                         text=True, env=env)
+    src = src.resolve()
+    env = {**os.environ, "PYTHONPATH": str(src)}  # run in src: 'python -c' puts the working folder first
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), score, mode, str(src)], check=True,
+                         capture_output=True, text=True, env=env, cwd=src)
     return json.loads(out.stdout)
 
 
