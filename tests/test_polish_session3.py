@@ -93,3 +93,66 @@ def test_score_label_is_the_one_helper():
     assert score_label("conf$x$") == user_text("conf$x$") == "conf\\$x\\$"
     assert score_label("$\\frac{$", escape=False) == "$\\frac{$"  # for a text drawn with parse_math=False
     assert score_label("x" * 90, limit=40) == user_text("x" * 90, 40)
+
+
+# ============================================================ the leaderboard in a pipe: 100 columns
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "sample_logits"
+LONG = "resnet50_imagenet_finetuned_with_label_smoothing_" * 2
+
+
+def test_every_leaderboard_line_in_a_pipe_fits_100_columns(tmp_path):
+    """``selcal evaluate`` of several models with long names, in a pipe (CliRunner's stdout is no
+    terminal): every line of the tables, the note and the calibrators at most 100 columns (before:
+    tables 160 wide, the note one line of 270 columns); the note wrapped at word boundaries (its
+    words whole, in order); long names cut in their middle, so models that differ at their end stay
+    apart."""
+    import shutil
+
+    from rich.cells import cell_len
+    from typer.testing import CliRunner
+
+    from selcal.cli import app
+    from selcal.report.leaderboard import _leaderboard_note, _shown_columns, leaderboard
+
+    files = [str(SAMPLES / "calibrator_cifar10_resnet50_ce.parquet")]
+    for seed, alpha in enumerate(("0", "0.05", "0.1")):  # lspair_alpha0: pnorm falls back (the note's '(fb)')
+        files.append(str(tmp_path / f"{LONG}seed{seed}.parquet"))
+        shutil.copy(SAMPLES / f"lspair_alpha{alpha}.parquet", files[-1])
+    for scores in ("msp,max_logit,pnorm,temp", "calibrators"):
+        run = CliRunner().invoke(app, ["evaluate", *files, "--scores", scores], env={"COLUMNS": "300"})
+        assert run.exit_code == 0, run.output
+        lines = run.stdout.splitlines()
+        assert max(cell_len(line) for line in lines) <= 100, [line for line in lines if cell_len(line) > 100]
+        result = selcal.evaluate(files, scores=scores)
+        rows = leaderboard(result)
+        note = _leaderboard_note(_shown_columns(rows), rows)
+        assert len(note) > 100
+        start = next(i for i, line in enumerate(lines) if line.startswith("in %: accuracy, "))
+        wrapped = [lines[start]]
+        for line in lines[start + 1:]:
+            if not line.startswith("  "):
+                break
+            wrapped.append(line[2:])
+        assert len(wrapped) > 1 and " ".join(wrapped) == note  # every word whole
+        for seed in range(3):
+            assert sum(f"seed{seed} " in line for line in lines if "│" in line) >= 1  # told apart
+        if scores == "calibrators":
+            assert "calibrators of calibrator_cifar10_resnet50_ce" in lines
+
+
+def test_a_name_with_markup_is_shown_as_written_over_the_calibrators():
+    """The line over a model's calibrators is plain text: a name with ``[`` is not shown with the
+    backslash of rich's markup escape (before: ``calibrators of m\\[x]``)."""
+    import io
+
+    from rich.console import Console
+
+    from selcal.report import calibrators
+
+    row = {"model": "m[x]", "calibrators": {"confidence": None, "rows": [
+        {"score": "msp", "accuracy": 0.9, "accuracy_ci": None, "accuracy_best": True,
+         **{k: 0.1 for k in calibrators.AXES}, **{f"{k}_ci": None for k in calibrators.AXES},
+         **{f"{k}_best": True for k in calibrators.AXES}}]}}
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    calibrators.render_terminal([row], console)
+    assert "calibrators of m[x]" in console.file.getvalue().splitlines()

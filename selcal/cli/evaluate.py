@@ -122,13 +122,14 @@ def evaluate(
         fail(write_error(exc))
     if not quiet and not stdout_outputs:
         from ..report import render_leaderboard, render_table
+        from ..report.leaderboard import PIPE_WIDTH
 
         console = Console()
         if len(result.models) == 1 or details:
             render_table(result, console)
         if len(result.models) > 1:
             shown = [{**row, "warnings": ()} for row in board] if no_warnings else board  # no marker to nothing
-            render_leaderboard(shown, console if console.is_terminal else Console(width=160))
+            render_leaderboard(shown, console if console.is_terminal else Console(width=PIPE_WIDTH))
     if bootstrap and not quiet and not stdout_outputs:
         from ..report import render_intervals
 

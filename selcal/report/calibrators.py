@@ -17,8 +17,8 @@ from typing import Any
 from ..metrics import catalog
 from ..scores import REGISTRY
 
-__all__ = ["GROUP", "AXES", "shown_scores", "model_rows", "board_entry", "render_terminal", "markdown", "csv_columns",
-           "html"]
+__all__ = ["GROUP", "AXES", "MAX_LINE", "shown_scores", "model_rows", "board_entry", "render_terminal", "say", "markdown",
+           "csv_columns", "html"]
 
 GROUP = "calibrators"  # the registry's group whose members are compared
 AXES = ("ece", "smece", "aurc")  # catalog keys, in the order shown (after accuracy)
@@ -117,7 +117,7 @@ def render_terminal(board: list[dict[str, Any]], console) -> None:
     narrow for the table gets one line per score instead, wrapped, never a value cut."""
     from rich.table import Table
 
-    from ..escape import terminal
+    from ..escape import printable, terminal
     from .table import measure_width
 
     views = [(row["model"], row["calibrators"]) for row in board if row.get("calibrators")]
@@ -130,20 +130,22 @@ def render_terminal(board: list[dict[str, Any]], console) -> None:
             table.add_column(terminal(header), justify="left" if index == 0 else "right", no_wrap=True)
         for entry in view["rows"]:
             table.add_row(terminal(entry["score"]), *(_cells_text(entry, key) for key in ("accuracy", *AXES)))
-        _say(console, f"calibrators of {terminal(name)}")
+        say(console, f"calibrators of {printable(name)}")
         if measure_width(console, table) <= min(console.width, MAX_LINE):
             console.print(table)
         else:  # too narrow for the table: a line per score, wrapped, never a value cut
             for entry in view["rows"]:
-                _say(console, terminal(entry["score"]) + ": " + ", ".join(
+                say(console, printable(entry["score"]) + ": " + ", ".join(
                     f"{catalog.name(key)} {_pct(entry[key])}"
                     + (f" {_ci_text(entry[f'{key}_ci'])}".replace(" ", "\u00a0") if entry[f"{key}_ci"] else "")
                     + (f" {BEST_MARK}" if entry[f"{key}_best"] else "") for key in ("accuracy", *AXES)), "  ")
-    _say(console, _legend([v for _, v in views], BEST_MARK + " the best of the model's column"))
+    say(console, _legend([v for _, v in views], BEST_MARK + " the best of the model's column"))
 
 
-def _say(console, text: str, indent: str = "") -> None:
-    """A line of text wrapped at the console's width, at most 100 columns, continuations indented."""
+def say(console, text: str, indent: str = "") -> None:
+    """A line of plain text (no markup: user text in it escaped by :func:`selcal.escape.printable`)
+    wrapped at word boundaries to the console's width, at most :data:`MAX_LINE` columns,
+    continuations indented."""
     for line in textwrap.wrap(text, min(console.width, MAX_LINE), initial_indent=indent,
                               subsequent_indent=indent + "  ", break_on_hyphens=False):
         console.print(line.replace("\u00a0", " "), soft_wrap=True, markup=False, highlight=False)  # (kept whole)

@@ -10,6 +10,9 @@ from ..results import EvaluationResult
 from ..scores import REGISTRY
 from ..scores.registry import BoardColumn
 from . import calibrators
+from .calibrators import MAX_LINE  # the longest line printed (a CI log): the leaderboard's too
+
+PIPE_WIDTH = MAX_LINE  # the console of the leaderboard in a pipe (not a terminal)
 
 
 def _board_columns() -> dict[str, tuple]:
@@ -227,8 +230,25 @@ def _cells(row: dict[str, Any], columns) -> list[str]:
     return cells
 
 
+def cut_middle(text: str, width: int) -> str:
+    """``text`` cut in its middle ("head…tail") to ``width`` characters when longer: names that
+    differ only at their end (``..._seed0``, ``..._seed1``) stay told apart.
+
+    >>> cut_middle("resnet50_imagenet_finetuned_seed0", 20), cut_middle("short", 20)
+    ('resnet50_i…ned_seed0', 'short')
+    """
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2 + (width - 1) % 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
-    """The leaderboard as a rich table (percent columns labelled)."""
+    """The leaderboard as rich tables (percent columns labelled), then its note and the calibrators
+    side by side. Every line fits the console: stacked tables of the columns that fit, a long model
+    name cut in its middle (the full names are in the CSV, Markdown and JSON); the notes wrapped at
+    word boundaries to at most :data:`MAX_LINE` columns. The command line gives a pipe a console of
+    :data:`MAX_LINE` columns (:data:`PIPE_WIDTH`), so that no line of a CI log is longer."""
     from rich.table import Table
 
     columns = _shown_columns(rows)
@@ -237,16 +257,13 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
         headers.update({c.key: c.short for c in _board_extras() if c.short and c.key in headers})
     from rich.measure import Measurement
 
-    from ..escape import terminal
+    from ..escape import printable, terminal
 
     name_width = max(14, console.width - 56)
     names = []
-    for row in rows:
-        name = _cells(row, ["model"])[0]  # the name and its warning marker
-        if len(name) > name_width:  # cut the name, keep the warning marker
-            marker = f" {WARNING_MARKER}" if row.get("warnings") else ""
-            name = name[:name_width - len(marker) - 1] + "…" + marker
-        names.append(name)
+    for row in rows:  # the name and its warning marker; a long name cut in its middle, the marker kept
+        marker = f" {WARNING_MARKER}" if row.get("warnings") else ""
+        names.append(cut_middle(printable(row["model"]), name_width - len(marker)) + marker)
 
     def table_of(shown: list[str]) -> Table:
         table = Table(show_edge=False, pad_edge=False)
@@ -279,7 +296,7 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
         if index:
             console.print()
         console.print(table_of(group))
-    console.print(_leaderboard_note(columns, rows), soft_wrap=True, markup=False, highlight=False)
+    calibrators.say(console, _leaderboard_note(columns, rows))  # wrapped at word boundaries, at most 100 columns
     calibrators.render_terminal(rows, console)
 
 
