@@ -12,19 +12,22 @@ is written to: one rule per medium, and every renderer calls these.
   and inside a code span: no raw HTML, no table break, no emphasis, no escape from the span.
 * :func:`xml_text`: only characters that XML 1.0 allows (escaped as :func:`printable` does);
   the markup characters themselves are escaped by :mod:`xml.etree.ElementTree`.
+* :func:`html_text` and :func:`html_name`: text inside HTML (an element or a quoted attribute),
+  and a name there that may break over lines at its natural points first.
 
 References
 ----------
 OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection.
 CommonMark 0.31, "Backslash escapes" and "Code spans", https://spec.commonmark.org/0.31.2/.
 W3C, Extensible Markup Language (XML) 1.0, production [2] ``Char``.
+WHATWG HTML Living Standard, "The wbr element".
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "terminal", "csv_cell", "markdown_text", "code_span", "xml_text"]
+__all__ = ["printable", "terminal", "csv_cell", "markdown_text", "code_span", "xml_text", "html_text", "html_name"]
 
 
 def _escape_char(ch: str) -> str:
@@ -130,3 +133,34 @@ def xml_text(text, keep: str = "\n") -> str:
     """
     text = printable(text, keep=keep)
     return _NOT_XML.sub(lambda m: _escape_char(m.group()), text)
+
+
+def html_text(text) -> str:
+    r"""User text inside HTML, an element's text or a quoted attribute: ``& < > " '`` as character
+    references, not-printable characters as escapes (:func:`printable`; a newline is kept).
+
+    >>> html_text("<b onclick='x'>&\x1b")
+    '&lt;b onclick=&#x27;x&#x27;&gt;&amp;\\x1b'
+    """
+    import html
+
+    return html.escape(printable(text, keep="\n"), quote=True)
+
+
+_NATURAL_BREAK = re.compile(r"([/_.\-])")  # after these a long name may break first
+
+
+def html_name(text) -> str:
+    r"""A name (a model, a path) as HTML text (:func:`html_text`) with a ``<wbr>`` after every ``/``,
+    ``_``, ``-`` and ``.``: a browser breaks a long name there first, and inside a part only when
+    the part alone is wider than its box (with CSS ``overflow-wrap: anywhere``). The ``<wbr>`` are
+    inserted after escaping (no character reference holds one of these four characters), so the
+    name's own ``<wbr>`` stays text. Not for an attribute.
+
+    >>> html_name("runs/resnet50_ls-0.1<wbr>")
+    'runs/<wbr>resnet50_<wbr>ls-<wbr>0.<wbr>1&lt;wbr&gt;'
+    >>> html_name("a_")
+    'a_'
+    """
+    escaped = html_text(text)
+    return _NATURAL_BREAK.sub(r"\1<wbr>", escaped[:-1]) + escaped[-1:]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import html
 import math
 import re
 import struct
@@ -58,7 +57,9 @@ table { border-collapse: collapse; margin: 0.6em 0 1em; font-variant-numeric: ta
 th, td { padding: 0.22em 0.55em; border-bottom: 1px solid #e4e4e4; text-align: right; white-space: nowrap; }
 thead th { border-bottom: 2px solid #bbb; white-space: normal; vertical-align: bottom; min-width: 3.8em; }
 th:first-child, td:first-child { text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 10em; }
-table.summary td:first-child { min-width: 15em; }  /* a usual model name on one line */
+table.summary td:first-child, table.calibrators-best td:first-child { min-width: 15em; }  /* a usual name on one line */
+table.calibrators-best th[colspan], table.calibrators-best td.best { text-align: left; }
+table.calibrators-best td.best { font-weight: 600; padding-left: 1.4em; }
 tr.section td { border-top: 2px solid #bbb; }
 table.settings td, table.errors td { text-align: left; white-space: normal; overflow-wrap: anywhere; }
 table.settings td { font-family: ui-monospace, monospace; font-size: 0.92em; }
@@ -72,7 +73,7 @@ figcaption { color: #555; font-size: 0.92em; }
 nav.toc ul { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(18em, 100%), 1fr)); gap: 0.1em 2em;
              padding-left: 1.2em; margin: 0.3em 0; }
 @media (max-width: 960px) { body { padding: 1em 0.8em 3em; } th, td { padding: 0.2em 0.45em; }
-  th:first-child, td:first-child, table.summary td:first-child { min-width: 7em; } }
+  th:first-child, td:first-child, table.summary td:first-child, table.calibrators-best td:first-child { min-width: 7em; } }
 code { font-size: 0.95em; }
 """
 
@@ -84,9 +85,16 @@ def _format(value, kind: str) -> str:
 
 
 def _e(text) -> str:
-    from .escape import printable  # a control character or a non-UTF-8 byte of a name as a visible escape
+    from .escape import html_text  # a control character or a non-UTF-8 byte of a name as a visible escape
 
-    return html.escape(printable(text, keep="\n"), quote=True)
+    return html_text(text)
+
+
+def _name(text) -> str:
+    """A model's name or a path as element text: it breaks at ``/ _ - .`` first (``<wbr>``)."""
+    from .escape import html_name
+
+    return html_name(text)
 
 
 def _anchor(name: str) -> str:
@@ -117,7 +125,7 @@ def _group_table(model) -> str:
     out.append("</tr></thead><tbody>")
     for group, values in groups.items():
         cells = "".join(f"<td>{_format(values['scores'].get(n, {}).get('aurc'), 'pct')}</td>" for n in names)
-        out.append(f"<tr><td>{_e(group)}</td><td>{values['n_eval']:,}</td>"
+        out.append(f"<tr><td>{_name(group)}</td><td>{values['n_eval']:,}</td>"
                    f"<td>{_format(values['accuracy'], 'pct')}</td>{cells}</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
@@ -219,7 +227,7 @@ def _contents(result, across: bool) -> str:
     items = ["<li><a href='#summary'>Summary</a></li>"]
     if across:
         items.append("<li><a href='#across-models'>Across models</a></li>")
-    items += [f"<li><a href='#{_anchor(m.name)}'>{_e(m.name)}</a></li>" for m in result.models]
+    items += [f"<li><a href='#{_anchor(m.name)}'>{_name(m.name)}</a></li>" for m in result.models]
     items.append("<li><a href='#settings'>Settings</a></li>")
     return "<nav class='toc'><strong>Contents</strong><ul>" + "".join(items) + "</ul></nav>"
 
@@ -264,7 +272,7 @@ def settings_rows(result, plot_settings: dict[str, Any] | None = None) -> list[t
 
 
 def _warnings(result, notes: Sequence[str]) -> str:
-    items = [f"<li><a href='#{_anchor(m.name)}'>{_e(m.name)}</a>: {_e(w)}</li>"
+    items = [f"<li><a href='#{_anchor(m.name)}'>{_name(m.name)}</a>: {_e(w)}</li>"
              for m in result.models for w in m.warnings]
     items += [f"<li>figure {_e(n)}</li>" for n in notes]
     if not items:
@@ -279,7 +287,10 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
 
     Warnings (of every model, and the figure notes) come first, under the title; the summary
     gives per model the accuracy, each score's AURC, and the ECE before (msp) and after
-    (temp) temperature scaling with T; the settings table ends the page."""
+    (temp) temperature scaling with T, then (with calibrators) the best calibrator per model on
+    ECE, smooth ECE and AURC (:func:`selcal.report.calibrators.html_summary`); model names and
+    paths break at ``/ _ - .`` first (:func:`selcal.escape.html_name`); the settings table ends
+    the page."""
     figures = list(figures or [])
     plot_settings = dict(plot_settings or {})
     parts = [
@@ -309,10 +320,13 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         cells = "".join(f"<td>{_format(model.scores.get(s, {}).get('aurc'), 'pct')}</td>" for s in score_names)
         cells += "".join(f"<td>{_format(c.value(model.scores), c.kind)}</td>" for c in summary)
         fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
-        parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_e(model.name)}</a></td>"
+        parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_name(model.name)}</a></td>"
                      f"<td>{'-' if model.num_classes is None else model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"
                      f"<td>{_format(model.accuracy, 'pct')}</td>{cells}</tr>")
     parts.append("</tbody></table></div>")
+    # which calibrator is best per model on ECE, smooth ECE and AURC (when some model has calibrators)
+    parts.append(calibrators.html_summary(
+        result.models, _e, lambda m: f"<a href='#{_anchor(m.name)}-calibrators'>{_name(m.name)}</a>"))
     shared = [f for f in figures if f.model is None]
     tiled = _tiled(figures)  # per-model figures a figure across models shows: embedded once, there
     if shared:
@@ -320,9 +334,9 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         parts += [_figure_html(f) for f in shared]
         parts.append("</div>")
     for model in result.models:
-        parts.append(f"<h2 id='{_anchor(model.name)}'>{_e(model.name)}</h2>")
-        parts.append(f"<p class='meta'><code>{_e(model.path)}</code>"
-                     + (f" (validation: <code>{_e(model.extra['val_path'])}</code>)"
+        parts.append(f"<h2 id='{_anchor(model.name)}'>{_name(model.name)}</h2>")
+        parts.append(f"<p class='meta'><code>{_name(model.path)}</code>"
+                     + (f" (validation: <code>{_name(model.extra['val_path'])}</code>)"
                         if model.extra.get("val_path") else "")
                      + (f" · K = {model.num_classes}" if model.num_classes is not None else " · no logits")
                      + f" · evaluated on {model.n_eval:,} rows"
@@ -331,7 +345,8 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
                      + (f" · top-5 accuracy {_format(model.top5_accuracy, 'pct')}%"
                         if getattr(model, "top5_accuracy", None) is not None else "") + "</p>")
         parts.append(_metric_table(model))
-        parts.append(calibrators.html(model, _e, (getattr(result, "bootstrap", None) or {}).get("confidence")))
+        parts.append(calibrators.html(model, _e, (getattr(result, "bootstrap", None) or {}).get("confidence"),
+                                      anchor=_anchor(model.name) + "-calibrators"))
         parts += [f"<p class='note'>{_e(n)}</p>" for n in _notes(model)]
         parts += [f"<p class='warning'>warning: {_e(w)}</p>" for w in model.warnings]
         parts.append(_group_table(model))

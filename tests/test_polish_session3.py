@@ -156,3 +156,76 @@ def test_a_name_with_markup_is_shown_as_written_over_the_calibrators():
     console = Console(width=100, file=io.StringIO(), color_system=None)
     calibrators.render_terminal([row], console)
     assert "calibrators of m[x]" in console.file.getvalue().splitlines()
+
+
+# ============================================================ the HTML report: calibrators at the top, names
+def calibrated_result(names, scores=("msp", "max_logit", "temp", "vector", "isotonic")):
+    options = selcal.Options(scores=scores, bins=10)
+    models = []
+    for seed, name in enumerate(names):
+        rng = np.random.default_rng(seed)
+        labels = rng.integers(0, 4, size=900)
+        logits = rng.normal(size=(900, 4)) * (1 + seed % 2)
+        logits[np.arange(900), labels] += 1.5
+        models.append(selcal.evaluate_arrays(logits[300:], labels[300:], logits[:300], labels[:300], name=name,
+                                             options=options))
+    return selcal.EvaluationResult(models=models, options=options)
+
+
+def test_the_summary_names_the_best_calibrator_of_every_model_on_each_axis():
+    """Near the top (before the first model's section): a table with a row per model and, for ECE,
+    smooth ECE and AURC, the best of its calibrators (msp, temp, the post-hoc ones) and its value,
+    checked against a minimum taken here from the scores; the tally under it counts them."""
+    import re
+
+    from selcal import html_report
+
+    names = ["<script>alert(1)</script>", "runs/a_b-c.d", "plain"]
+    result = calibrated_result(names)
+    page = html_report.render_report(result, [])
+    start = page.index("<table class='calibrators-best'>")
+    assert start < page.index("<h2 id='model-")  # in the summary, before the models' sections
+    table = page[start:page.index("</table>", start)]
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/<wbr>script&gt;" in table
+    rows = re.findall(r"<tr><td><a href='#([^']*)'>(.*?)</a></td>(.*?)</tr>", table)
+    assert len(rows) == len(names)
+    tally = {}
+    for model, (href, shown, cells) in zip(result.models, rows):
+        assert href == html_report._anchor(model.name) + "-calibrators" and f"id='{href}'" in page
+        assert shown.replace("<wbr>", "") == html_report._e(model.name)
+        found = re.findall(r"<td class='best'>(.*?)</td><td>(.*?)</td>", cells)
+        assert len(found) == 3
+        for key, (best, value) in zip(("ece", "smece", "aurc"), found):
+            members = ["msp", "temp", "vector", "isotonic"]  # the calibrators group, max_logit not in it
+            shown_values = {m: round(100 * model.scores[m][key], 2) for m in members}
+            lowest = min(shown_values.values())
+            want = [m for m in members if shown_values[m] == lowest]
+            assert best.split(", ") == want and value == f"{lowest:.2f}", (model.name, key)
+            for m in want:
+                tally.setdefault(key, {}).setdefault(m, 0)
+                tally[key][m] += 1
+    note = re.search(r"Best for how many models: (.*?)\.</p>", page[start:]).group(1)
+    for key, label in (("ece", "ECE"), ("smece", "smooth ECE"), ("aurc", "AURC")):
+        part = re.search(rf"(?:^|; ){label}: ([^;]*)", note).group(1)
+        assert dict((n, int(c)) for n, c in (item.rsplit(" ", 1) for item in part.split(", "))) == tally[key]
+
+
+def test_no_calibrators_no_summary_table():
+    from selcal import html_report
+
+    page = html_report.render_report(calibrated_result(["a", "b"], scores=("msp", "temp")), [])
+    assert "calibrators-best" not in page.split("<style>")[1].split("</style>")[1]
+
+
+def test_names_in_the_report_break_at_natural_points_after_escaping():
+    from selcal import html_report
+    from selcal.escape import html_name
+
+    assert html_name("a/b_c-d.e") == "a/<wbr>b_<wbr>c-<wbr>d.<wbr>e"
+    assert html_name("x<wbr>&y") == "x&lt;wbr&gt;&amp;y"  # a name's own markup stays text
+    assert html_name("é\x1b_") == "é\\x1b_"  # escapes first; nothing after the last character
+    page = html_report.render_report(calibrated_result(["runs/resnet50_ls-0.1.seed0", "b"]), [])
+    wanted = "runs/<wbr>resnet50_<wbr>ls-<wbr>0.<wbr>1.<wbr>seed0"
+    summary = page[page.index("<table class='summary'>"):]
+    assert f">{wanted}</a></td>" in summary[:summary.index("</table>")]  # the summary (before: no <wbr>)
+    assert f"<h2 id='model-runs-resnet50-ls-0-1-seed0'>{wanted}</h2>" in page

@@ -3,8 +3,11 @@
 A copy of the report gets a script that, once the page has loaded, writes into the DOM
 the page's scroll width, the viewport width, how many images loaded (``complete`` with a
 natural width) and the scale each image is shown at; Chromium's ``--dump-dom`` returns
-that DOM. Asserted: no horizontal scrolling of the page, every figure loaded, and no
-figure shown below ``MIN_FIGURE_SCALE`` of its pixel width (legible).
+that DOM. Asserted: no horizontal scrolling of the page, every figure loaded, no
+figure shown below ``MIN_FIGURE_SCALE`` of its pixel width (legible), every table whole at
+1400 px (the calibrators' summary too), and model names in the summary tables broken over
+lines at their natural points (after ``/ _ - .``) before anywhere else (the script records
+where each line of a name starts, from the boxes of its characters).
 
 Skipped when no Chromium is installed, except under ``SELCAL_REQUIRE_CHROMIUM=1``
 (``.ci/run`` installs Debian's ``chromium`` and sets it), where a missing browser fails.
@@ -39,7 +42,25 @@ window.addEventListener("load", function () {
   function measure() {
     var images = Array.prototype.slice.call(document.images);
     var boxes = Array.prototype.slice.call(document.querySelectorAll(".scroll"));
-    var out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+    // where each line of a model name in the summary tables starts (the characters' boxes)
+    var names = Array.prototype.slice.call(document.querySelectorAll(
+      "table.summary td:first-child a, table.calibrators-best td:first-child a")).map(function (a) {
+      var text = "", starts = [], top = null;
+      var walker = document.createTreeWalker(a, NodeFilter.SHOW_TEXT);
+      for (var node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (var i = 0; i < node.length; i++) {
+          var range = document.createRange();
+          range.setStart(node, i); range.setEnd(node, i + 1);
+          var rects = range.getClientRects();
+          if (rects.length && rects[0].width > 0) {
+            if (top === null || rects[0].top > top + 2) { starts.push(text.length); top = rects[0].top; }
+          }
+          text += node.data[i];
+        }
+      }
+      return {table: a.closest("table").className, text: text, starts: starts};
+    });
+    var out = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, names: names,
                images: images.length,
                loaded: images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length,
                scales: images.map(function (i) { return i.getBoundingClientRect().width / i.naturalWidth; }),
@@ -86,13 +107,17 @@ def run_browser(executable: str, page: Path, width: int, *extra: str) -> str:
     return done.stdout
 
 
-OPTIONS = selcal.Options(scores=("msp", "max_logit", "temp"), bins=12)  # every figure kind but pnorm_search
+# every figure kind but pnorm_search; a post-hoc calibrator: each model's calibrators table and the summary's
+OPTIONS = selcal.Options(scores=("msp", "max_logit", "temp", "vector"), bins=12)
+NATURAL = "/_-."  # a long name breaks after these first
+# long names with no space: one of parts between natural points, one with a part wider than its box
+NAMES = ("resnet50_" * 14 + "baseline", "vit_" * 20 + "ls0.1-" + "z" * 40)
 
 
 def hostile_result():
     """Two models with long unbreakable names and paths, groups, every score: the widest page."""
     models = []
-    for seed, name in ((1, "resnet50_" * 14 + "baseline"), (2, "vit_" * 20 + "ls0.1")):
+    for seed, name in zip((1, 2), NAMES):
         rng = np.random.default_rng(seed)
         labels = rng.integers(0, 6, size=1500)
         logits = rng.normal(size=(1500, 6))
@@ -131,7 +156,7 @@ def test_report_fits_the_window_and_every_figure_loads(report, width):
     assert measure["loaded"] == n_images  # every figure decoded once scrolled to (loading=lazy)
     assert min(measure["scales"]) >= html_report.MIN_FIGURE_SCALE - 0.01, measure["scales"]
     tables = measure["tables"]
-    assert {"summary", "metrics", "groups", "settings"} <= {t["cls"] for t in tables}
+    assert {"summary", "calibrators-best", "calibrators", "metrics", "groups", "settings"} <= {t["cls"] for t in tables}
     for table in tables:
         assert table["overflow"] == "auto", table  # a wider table scrolls inside its box
         if width >= 1400:
@@ -149,3 +174,27 @@ def test_screenshots_when_asked(report, tmp_path):
         shot = Path(folder) / f"report-{width}.png"
         run_browser(executable, page, width, f"--screenshot={shot}")
         assert shot.stat().st_size > 0
+
+
+def test_names_break_at_their_natural_points_first(report):
+    """At 800 px the summary's first column is narrow: a long model name breaks after ``/ _ - .``
+    (``<wbr>``), and inside a part only when no natural point is on that line (the part alone is
+    wider than the box). Before: broken anywhere, mid-word (``resnet50_re|snet50``)."""
+    executable = browser()
+    page, _ = report
+    dom = run_browser(executable, page, 800, "--dump-dom")
+    measure = json.loads(re.search(r'<pre id="measure">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
+    names = measure["names"]
+    assert {n["table"] for n in names} == {"summary", "calibrators-best"} and len(names) == 2 * len(NAMES)
+    anywhere = 0
+    for name in names:
+        text, starts = name["text"], name["starts"]
+        assert text in NAMES and starts[0] == 0, name
+        assert len(starts) > 2, name  # wrapped: the test tests something
+        ends = starts[1:] + [len(text)]
+        for start, end in zip(starts, ends):
+            if end == len(text) or text[end - 1] in NATURAL:
+                continue  # the line ends at a natural point
+            anywhere += 1  # broken inside a part: only when the line held no natural point to break at
+            assert not any(text[i - 1] in NATURAL for i in range(start + 1, end)), (text[start:end], name)
+    assert anywhere  # the 40 z's are wider than the column: broken anywhere there, and only there

@@ -19,7 +19,7 @@ import selcal
 from selcal import figures as plots
 from selcal import html_report
 
-VOID = {"meta", "img", "br", "hr", "link", "input"}
+VOID = {"meta", "img", "br", "hr", "link", "input", "wbr"}
 
 
 class Page(HTMLParser):
@@ -28,6 +28,7 @@ class Page(HTMLParser):
     def __init__(self):
         super().__init__()
         self.stack, self.images, self.links, self.text, self.errors = [], [], [], [], []
+        self.glue = False  # after a <wbr> (a break opportunity, no text): the text goes on
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -38,6 +39,7 @@ class Page(HTMLParser):
                 self.links.append(attrs[key])
         if tag not in VOID:
             self.stack.append(tag)
+        self.glue = tag == "wbr"
 
     def handle_endtag(self, tag):
         if not self.stack or self.stack[-1] != tag:
@@ -46,7 +48,11 @@ class Page(HTMLParser):
             self.stack.pop()
 
     def handle_data(self, data):
-        self.text.append(data)
+        if self.glue and self.text:
+            self.text[-1] += data
+        else:
+            self.text.append(data)
+        self.glue = False
 
 
 def parse(text: str) -> Page:

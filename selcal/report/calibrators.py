@@ -17,8 +17,8 @@ from typing import Any
 from ..metrics import catalog
 from ..scores import REGISTRY
 
-__all__ = ["GROUP", "AXES", "MAX_LINE", "shown_scores", "model_rows", "board_entry", "render_terminal", "say", "markdown",
-           "csv_columns", "html"]
+__all__ = ["GROUP", "AXES", "MAX_LINE", "shown_scores", "model_rows", "board_entry", "best_per_axis", "render_terminal",
+           "say", "markdown", "csv_columns", "html", "html_summary"]
 
 GROUP = "calibrators"  # the registry's group whose members are compared
 AXES = ("ece", "smece", "aurc")  # catalog keys, in the order shown (after accuracy)
@@ -74,6 +74,22 @@ def model_rows(model) -> list[dict[str, Any]]:
         for row in rows:
             row[f"{key}_best"] = best is not None and shown.get(id(row)) == best
     return rows
+
+
+def best_per_axis(rows: list[dict[str, Any]]) -> dict[str, tuple[list[str], float | None]]:
+    """Per axis (ECE, smooth ECE, AURC): the scores marked best in ``rows`` (:func:`model_rows`; ties
+    all, in the rows' order) and their value (the first's; None when no score has one).
+
+    >>> rows = [{"score": "msp", **{k: 0.02 for k in AXES}, **{f"{k}_best": k == "aurc" for k in AXES}},
+    ...         {"score": "vector", **{k: 0.01 for k in AXES}, **{f"{k}_best": k != "aurc" for k in AXES}}]
+    >>> best_per_axis(rows)
+    {'ece': (['vector'], 0.01), 'smece': (['vector'], 0.01), 'aurc': (['msp'], 0.02)}
+    """
+    out = {}
+    for key in AXES:
+        best = [row for row in rows if row[f"{key}_best"]]
+        out[key] = ([row["score"] for row in best], best[0][key] if best else None)
+    return out
 
 
 def board_entry(model, confidence: float | None = None) -> dict[str, Any] | None:
@@ -198,13 +214,15 @@ def csv_columns(board: list[dict[str, Any]]) -> dict[str, list]:
     return columns
 
 
-def html(model, escape, confidence: float | None = None) -> str:
+def html(model, escape, confidence: float | None = None, anchor: str | None = None) -> str:
     """The model's calibrators table for the HTML report ('' without calibrators): a row per score,
-    the interval under each value, the best of each column in bold. ``escape``: the page's escape."""
+    the interval under each value, the best of each column in bold. ``escape``: the page's escape;
+    ``anchor``: the id of its heading."""
     view = board_entry(model, confidence)
     if view is None:
         return ""
-    out = ["<h3>Calibrators</h3><p class='note'>Which calibrator helps which axis. "
+    heading = "<h3>" if anchor is None else f"<h3 id='{escape(anchor)}'>"
+    out = [heading + "Calibrators</h3><p class='note'>Which calibrator helps which axis. "
            + escape(_legend([view], "bold: the best of the column")) + ".</p>"
            "<div class='scroll'><table class='calibrators'><thead><tr>"]
     out += [f"<th>{escape(h)}{'' if i == 0 else ' (%)'}</th>" for i, h in enumerate(_headers())]
@@ -218,4 +236,45 @@ def html(model, escape, confidence: float | None = None) -> str:
             cells.append(f"<td>{value}{ci}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def html_summary(models, escape, link) -> str:
+    """The calibrators of every model at a glance, for the summary at the top of the HTML report
+    ('' when no model has a post-hoc calibrator): a row per model with calibrators and, per axis
+    (ECE, smooth ECE, AURC), the best of its compared scores (ties all named) and its value in
+    percent; under the table, per axis, for how many models each score is the best. Seven columns,
+    so that it stays whole in a narrow window whatever the number of calibrators; the values with
+    their intervals are in each model's own table. ``escape``: the page's escape; ``link(model)``:
+    the HTML of the model's name, linked to its calibrators table."""
+    views = [(model, rows) for model in models for rows in [model_rows(model)] if rows]
+    if not views:
+        return ""
+    left_out = len(models) - len(views)
+    tally: dict[str, dict[str, int]] = {key: {} for key in AXES}
+    body = []
+    for model, rows in views:
+        cells = []
+        for key, (names, value) in best_per_axis(rows).items():
+            for name in names:
+                tally[key][name] = tally[key].get(name, 0) + 1
+            cells.append(f"<td class='best'>{escape(', '.join(names)) or '–'}</td><td>{_pct(value) if names else '–'}</td>")
+        body.append(f"<tr><td>{link(model)}</td>{''.join(cells)}</tr>")
+    note = ("The best of each model's calibrators (msp, temp and the post-hoc calibrators evaluated) on each "
+            "axis, at the precision shown (ties all named); a model's name leads to all its values, with their "
+            "intervals when there are." + (f" {left_out} model{'s' if left_out != 1 else ''} without a post-hoc "
+                                           "calibrator not listed." if left_out else ""))
+    order = list(dict.fromkeys(row["score"] for _, rows in views for row in rows))
+    counts = "; ".join(f"{catalog.name(key)}: " + ", ".join(
+        f"{name} {count}" for name, count in sorted(tally[key].items(), key=lambda item: (-item[1], order.index(item[0]))))
+        for key in AXES if tally[key])
+    out = ["<h3 id='calibrators-summary'>Calibrators: the best per model</h3>",
+           f"<p class='note'>{escape(note)}</p>",
+           "<div class='scroll'><table class='calibrators-best'><thead><tr><th>model</th>"]
+    out += [f"<th colspan='2'>best on {escape(catalog.name(key))} (%)</th>" for key in AXES]
+    out.append("</tr></thead><tbody>")
+    out += body
+    out.append("</tbody></table></div>")
+    if counts:
+        out.append(f"<p class='note'>Best for how many models: {escape(counts)}.</p>")
     return "".join(out)
