@@ -196,6 +196,7 @@ def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=Non
 
 
 _LEAK_SEED = 0
+_PROBE_COLUMNS = 8
 
 
 def content_hashes(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -204,38 +205,133 @@ def content_hashes(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _probe_keys(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """A cheap 64-bit key of each row: its label and three of its logits (first, middle, last).
+    """A cheap 64-bit key of each row: its label and eight of its logits (evenly spaced, the first
+    and the last among them; every logit when K <= 8).
 
     Rows with equal content have equal keys, so only rows whose keys match need their whole
-    content hashed: O(N) work instead of O(N x K) when, as usual, no row is shared.
+    content hashed: O(N) work instead of O(N x K) when, as usual, no row is shared. (Eight, not
+    three: the repeats of keys also estimate how often contents coincide by chance, see
+    :class:`SharedRows`, and a saturated row is 0 in most columns; the time is the same.)
     """
-    columns = sorted({0, logits.shape[1] // 2, logits.shape[1] - 1})
+    columns = np.unique(np.linspace(0, logits.shape[1] - 1, _PROBE_COLUMNS).round().astype(np.int64))
     return row_hashes(logits[:, columns], labels, _LEAK_SEED + 1)
 
 
 class SharedRows:
-    """The validation rows, indexed to count evaluation rows with exactly their logits and label."""
+    """The validation rows, indexed to find evaluation rows that are also validation rows (a leak).
+
+    Rows with equal content (logits and label) are evidence that one row is in both files only when
+    that content *identifies* a row: it occurs once among the evaluation rows and once among the
+    validation rows. A content repeated within a file (the K one-hot rows of a saturated probability
+    dump, a float16 row rounded to the same values as others) says nothing about where a row came
+    from, so its rows are not counted. Where contents do repeat, identifying contents can still
+    coincide by chance; their expected number is estimated from the repeats within the files (the
+    Poisson model below), and the shared rows are reported only when they exceed it clearly
+    (CONVENTIONS.md, "Leaks"):
+
+    * a content with expected counts λ (evaluation, n rows) and μ (validation, m rows) is shared
+      by chance with probability λ e^{-λ} μ e^{-μ}; seen twice in one file and never in the other with
+      probability λ²/2 e^{-λ-μ} (resp. μ²/2 e^{-λ-μ}). With μ = λ m/n (both files drawn from the same
+      rows, r = n/m), E[shared] = 2r (E[A] + E[B]) / (r² + 1), where A counts the contents seen
+      exactly twice among the evaluation rows and never among the validation rows, B the converse;
+    * the count of identifying shared rows, S, is reported when S > C + 3 √C, C that estimate (A and
+      B are counted on the rows' probe keys: label and eight logits). When no content repeats,
+      C = 0 and every shared identifying row is reported.
+
+    The evaluation rows are given in chunks (:func:`count_shared_rows`, which returns the change of
+    the reported count, so the sum over the chunks is the count of all of them). One instance per
+    pass over the evaluation rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> val = np.eye(3)[[0, 1, 2, 0, 1, 2]]                  # one-hot rows: every content repeats
+    >>> test = np.eye(3)[[0, 1, 2, 2, 1, 0]]
+    >>> count_shared_rows(test, np.arange(6) % 3, SharedRows(val, np.arange(6) % 3))
+    0
+    >>> rows = np.random.default_rng(0).normal(size=(6, 3))  # unique rows, two of them leaked
+    >>> count_shared_rows(rows, np.zeros(6, int), SharedRows(rows[[1, 4]], np.zeros(2, int)))
+    2
+    """
 
     def __init__(self, logits: np.ndarray, labels: np.ndarray):
         self.logits, self.labels = logits, labels
         self.keys = _probe_keys(logits, labels) if labels.size else np.empty(0, dtype=np.uint64)
-        self.unique_keys = np.unique(self.keys)
+        self.unique_keys, key_counts = np.unique(self.keys, return_counts=True)
+        self.val_doubles = self.unique_keys[key_counts == 2]  # probe keys seen twice among the validation rows
+        m = labels.size
+        self._hashed = np.zeros(m, dtype=bool)  # validation rows whose content hash is known (lazily)
+        self._content = np.zeros(m, dtype=np.uint64)
+        self._in_val = np.zeros(m, dtype=np.int64)  # validation rows of the row's content (b)
+        self._in_eval = np.zeros(m, dtype=np.int64)  # evaluation rows of the row's content so far (a)
+        self.n_eval = 0
+        self._eval_keys: list[np.ndarray] | None = []  # every evaluation probe key, until counts are needed
+        self._eval_counts: dict[int, int] = {}  # probe key -> evaluation rows, once needed
+        self._eval_doubles = 0  # A: probe keys seen twice among the evaluation rows, never among the validation rows
+        self._val_doubles_unseen = self.val_doubles.size  # B: the converse
+        self._identifying = 0  # contents found once among the evaluation rows and once among the validation rows
+        self.reported = 0
 
     def count(self, eval_logits: np.ndarray, eval_labels: np.ndarray) -> int:
-        """How many of these evaluation rows have exactly the logits and label of some validation row."""
+        """Add a chunk of evaluation rows; the change of the reported count of shared rows."""
         if not eval_labels.size or not self.labels.size:
             return 0
+        self.n_eval += eval_labels.size
         keys = _probe_keys(eval_logits, eval_labels)
+        if self._eval_keys is not None:
+            self._eval_keys.append(keys)
+        else:
+            self._count_keys(keys)
         candidates = np.isin(keys, self.unique_keys)
-        if not candidates.any():
-            return 0
-        val_rows = np.isin(self.keys, keys[candidates])
-        return int(np.count_nonzero(np.isin(content_hashes(eval_logits[candidates], eval_labels[candidates]),
-                                            content_hashes(self.logits[val_rows], self.labels[val_rows]))))
+        if candidates.any():
+            self._match(keys[candidates], content_hashes(eval_logits[candidates], eval_labels[candidates]))
+        shared = self._identifying
+        if shared:
+            if self._eval_keys is not None:  # the repeats within the evaluation rows are needed from now on
+                stored, self._eval_keys = np.concatenate(self._eval_keys), None
+                self._count_keys(stored)
+            chance = self._by_chance()
+            if shared <= chance + 3.0 * math.sqrt(chance):
+                shared = 0
+        change, self.reported = shared - self.reported, shared
+        return change
+
+    def _match(self, keys: np.ndarray, hashes: np.ndarray) -> None:
+        """Count the evaluation rows (probe ``keys``, content ``hashes``) into the contents of the
+        validation rows with the same probe keys (hashed once each: a content's rows share a key)."""
+        rows = np.isin(self.keys, keys)
+        new = rows & ~self._hashed
+        if new.any():
+            contents = content_hashes(self.logits[new], self.labels[new])
+            _, inverse, counts = np.unique(contents, return_inverse=True, return_counts=True)
+            self._content[new], self._in_val[new], self._hashed[new] = contents, counts[inverse.ravel()], True
+        unique, counts = np.unique(hashes, return_counts=True)
+        rows = np.flatnonzero(rows)
+        at = np.minimum(np.searchsorted(unique, self._content[rows]), unique.size - 1)
+        found = unique[at] == self._content[rows]
+        self._in_eval[rows[found]] += counts[at[found]]
+        self._identifying = int(np.count_nonzero((self._in_val == 1) & (self._in_eval == 1)))  # one row in each
+
+    def _count_keys(self, keys: np.ndarray) -> None:
+        """Update the counts of the evaluation rows' probe keys and the repeats A and B."""
+        unique, counts = np.unique(keys, return_counts=True)
+        before = np.fromiter((self._eval_counts.get(k, 0) for k in unique.tolist()), np.int64, unique.size)
+        after = before + counts
+        self._eval_counts.update(zip(unique.tolist(), after.tolist()))
+        outside = ~np.isin(unique, self.unique_keys)
+        self._eval_doubles += int(np.count_nonzero(outside & (after == 2)) - np.count_nonzero(outside & (before == 2)))
+        self._val_doubles_unseen -= int(np.count_nonzero(np.isin(unique[before == 0], self.val_doubles)))
+
+    def _by_chance(self) -> float:
+        """The expected number of identifying contents shared by chance (see the class docstring)."""
+        r = self.n_eval / self.labels.size
+        return 2.0 * r * (self._eval_doubles + self._val_doubles_unseen) / (r * r + 1.0)
 
 
 def count_shared_rows(eval_logits: np.ndarray, eval_labels: np.ndarray, val: SharedRows) -> int:
-    """How many evaluation rows have exactly the logits and label of some validation row."""
+    """The evaluation rows that are also validation rows, by the rule of :class:`SharedRows`: for
+    all the evaluation rows at once, their number; for the chunks of one pass, given in order to the
+    same ``val``, the change of that number (their sum is the number for all of them)."""
     return val.count(eval_logits, eval_labels)
 
 
