@@ -194,3 +194,19 @@ def test_the_same_count_in_any_chunks_of_the_streamed_path():
     whole = count_shared_rows(test, labels, SharedRows(val, val_labels))
     for rows in (1, 7, 256, 2999):
         assert chunked(test, labels, SharedRows(val, val_labels), [rows] * (3000 // rows)) == whole
+
+
+def test_the_counts_of_the_evaluation_keys_are_those_of_a_counter():
+    from selcal.pipeline.split import _KeyCounts
+
+    rng = np.random.default_rng(13)  # (counts of 0 to 3, 3 for three or more: what A and B ask)
+    counts, seen = _KeyCounts(), Counter()
+    for size in rng.integers(0, 300, 40):
+        keys = rng.integers(0, 500, size).astype(np.uint64)
+        unique, repeats = np.unique(keys, return_counts=True)
+        assert counts.counts(unique).tolist() == [min(seen[k], 3) for k in unique.tolist()]
+        counts.add(unique, repeats)
+        seen.update(keys.tolist())
+    assert len(counts.runs) <= 2 * np.log2(sum(seen.values())) + 1
+    every = np.arange(500, dtype=np.uint64)
+    assert counts.counts(every).tolist() == [min(seen[k], 3) for k in range(500)]

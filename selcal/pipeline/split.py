@@ -226,6 +226,40 @@ def _members(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
     return sorted_unique[at] == values
 
 
+class _KeyCounts:
+    """How many times each 64-bit key was added (0, 1, 2, or 3 for three or more: what the repeats A
+    and B ask), for keys added in batches: sorted runs of (key, count), two runs merged when the older
+    is at most twice the newer, so there are O(log N) runs and each key is merged O(log N) times
+    (9 bytes per distinct key; a dict of Python ints took more than ten times that).
+    """
+
+    def __init__(self):
+        self.runs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def counts(self, keys: np.ndarray) -> np.ndarray:
+        """The counts so far of ``keys`` (3: three or more)."""
+        out = np.zeros(keys.size, dtype=np.int64)
+        for run_keys, run_counts in self.runs:
+            at = np.minimum(np.searchsorted(run_keys, keys), run_keys.size - 1)
+            found = run_keys[at] == keys
+            out[found] += run_counts[at[found]]
+        return np.minimum(out, 3)
+
+    def add(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Add ``counts`` to the sorted unique ``keys``."""
+        if not keys.size:
+            return
+        self.runs.append((keys, np.minimum(counts, 3).astype(np.uint8)))
+        while len(self.runs) > 1 and self.runs[-2][0].size <= 2 * self.runs[-1][0].size:
+            (newer, newer_counts), (older, older_counts) = self.runs.pop(), self.runs.pop()
+            at = np.searchsorted(older, newer)  # a merge of two sorted runs, without sorting again
+            found = at < older.size
+            found[found] = older[at[found]] == newer[found]
+            older_counts[at[found]] = np.minimum(older_counts[at[found]] + newer_counts[found], 3)
+            self.runs.append((np.insert(older, at[~found], newer[~found]),
+                              np.insert(older_counts, at[~found], newer_counts[~found])))
+
+
 class SharedRows:
     """The validation rows, indexed to find evaluation rows that are also validation rows (a leak).
 
@@ -275,7 +309,7 @@ class SharedRows:
         self._in_eval = np.zeros(m, dtype=np.int64)  # evaluation rows of the row's content so far (a)
         self.n_eval = 0
         self._eval_keys: list[np.ndarray] | None = []  # every evaluation probe key, until counts are needed
-        self._eval_counts: dict[int, int] = {}  # probe key -> evaluation rows, once needed
+        self._eval_counts = _KeyCounts()  # evaluation rows of each probe key, once needed
         self._eval_doubles = 0  # A: probe keys seen twice among the evaluation rows, never among the validation rows
         self._val_doubles_unseen = self.val_doubles.size  # B: the converse
         self._identifying = 0  # contents found once among the evaluation rows and once among the validation rows
@@ -324,9 +358,9 @@ class SharedRows:
     def _count_keys(self, keys: np.ndarray) -> None:
         """Update the counts of the evaluation rows' probe keys and the repeats A and B."""
         unique, counts = np.unique(keys, return_counts=True)
-        before = np.fromiter((self._eval_counts.get(k, 0) for k in unique.tolist()), np.int64, unique.size)
+        before = self._eval_counts.counts(unique)
         after = before + counts
-        self._eval_counts.update(zip(unique.tolist(), after.tolist()))
+        self._eval_counts.add(unique, counts)
         outside = ~_members(unique, self.unique_keys)
         self._eval_doubles += int(np.count_nonzero(outside & (after == 2)) - np.count_nonzero(outside & (before == 2)))
         self._val_doubles_unseen -= int(np.count_nonzero(_members(unique[before == 0], self.val_doubles)))
