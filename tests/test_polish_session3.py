@@ -140,6 +140,29 @@ def test_every_leaderboard_line_in_a_pipe_fits_100_columns(tmp_path):
             assert "calibrators of calibrator_cifar10_resnet50_ce" in lines
 
 
+def test_wide_characters_count_twice_in_a_pipe(tmp_path):
+    """Names of wide (East Asian) characters, two columns each: cut and wrapped by columns, not
+    characters, so their lines stay within 100 columns too (the calibrators' line over a model)."""
+    import shutil
+
+    from rich.cells import cell_len
+    from typer.testing import CliRunner
+
+    from selcal.cli import app
+
+    files = []
+    for seed, alpha in enumerate(("0", "0.1")):
+        files.append(str(tmp_path / f"{'模型' * 30}_{seed}.parquet"))
+        shutil.copy(SAMPLES / f"lspair_alpha{alpha}.parquet", files[-1])
+    run = CliRunner().invoke(app, ["evaluate", *files, "--scores", "calibrators"])
+    assert run.exit_code == 0, run.output
+    lines = run.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= 100, [line for line in lines if cell_len(line) > 100]
+    assert any(line.startswith("calibrators of 模型") for line in lines)
+    cut = [line for line in lines if line.startswith("模型") and "…" in line and "_0 │" in line]
+    assert cut  # cut in the middle, the end kept
+
+
 def test_a_name_with_markup_is_shown_as_written_over_the_calibrators():
     """The line over a model's calibrators is plain text: a name with ``[`` is not shown with the
     backslash of rich's markup escape (before: ``calibrators of m\\[x]``)."""

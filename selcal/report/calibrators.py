@@ -162,8 +162,18 @@ def say(console, text: str, indent: str = "") -> None:
     """A line of plain text (no markup: user text in it escaped by :func:`selcal.escape.printable`)
     wrapped at word boundaries to the console's width, at most :data:`MAX_LINE` columns,
     continuations indented."""
-    for line in textwrap.wrap(text, min(console.width, MAX_LINE), initial_indent=indent,
-                              subsequent_indent=indent + "  ", break_on_hyphens=False):
+    from rich.cells import cell_len, get_character_cell_size
+
+    width = min(console.width, MAX_LINE)
+    for line in textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                              break_on_hyphens=False):
+        while cell_len(line) > width:  # wide characters (two columns each): textwrap counts them as one
+            end, used = 0, 0
+            while used + get_character_cell_size(line[end]) <= width:
+                used += get_character_cell_size(line[end])
+                end += 1
+            console.print(line[:end].replace("\u00a0", " "), soft_wrap=True, markup=False, highlight=False)
+            line = indent + "  " + line[end:]
         console.print(line.replace("\u00a0", " "), soft_wrap=True, markup=False, highlight=False)  # (kept whole)
 
 

@@ -231,16 +231,29 @@ def _cells(row: dict[str, Any], columns) -> list[str]:
 
 
 def cut_middle(text: str, width: int) -> str:
-    """``text`` cut in its middle ("head…tail") to ``width`` characters when longer: names that
-    differ only at their end (``..._seed0``, ``..._seed1``) stay told apart.
+    """``text`` cut in its middle ("head…tail") to ``width`` terminal columns when wider (a wide
+    East Asian character takes two): names that differ only at their end (``..._seed0``,
+    ``..._seed1``) stay told apart.
 
     >>> cut_middle("resnet50_imagenet_finetuned_seed0", 20), cut_middle("short", 20)
     ('resnet50_i…ned_seed0', 'short')
+    >>> cut_middle("模型" * 6, 9)
+    '模型…模型'
     """
-    if len(text) <= width:
+    from rich.cells import cell_len, get_character_cell_size
+
+    if cell_len(text) <= width:
         return text
-    head = (width - 1) // 2 + (width - 1) % 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    room = width - 1
+    head, used = 0, 0
+    while get_character_cell_size(text[head]) + used <= room - room // 2:
+        used += get_character_cell_size(text[head])
+        head += 1
+    tail = len(text)
+    while tail > head and get_character_cell_size(text[tail - 1]) + used <= room:
+        used += get_character_cell_size(text[tail - 1])
+        tail -= 1
+    return text[:head] + "…" + text[tail:]
 
 
 def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
