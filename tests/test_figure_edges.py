@@ -14,7 +14,9 @@ import itertools
 import logging
 import math
 import re
+import sys
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -27,6 +29,9 @@ import selcal
 from selcal import figures as plots
 from selcal import html_report
 from selcal.cli import app
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figure_texts import drawn_texts  # noqa: E402
 
 
 def logits_for(n, k=5, seed=0, scale=2.0, margin=2.0):
@@ -48,19 +53,6 @@ def model(n=600, name="m", seed=0, scale=2.0, scores=("msp", "max_logit"), group
 
 def result_of(*models, **options):
     return selcal.EvaluationResult(models=list(models), options=selcal.Options(**options))
-
-
-def drawn_texts(figure):
-    """(the string as set, what matplotlib draws, whether it is parsed as mathtext) of every text."""
-    from matplotlib.text import Text
-
-    out = []
-    for text in figure.findobj(Text):
-        raw = text.get_text()
-        if raw:
-            shown, math_mode = text._preprocess_math(raw)
-            out.append((raw, shown, math_mode))
-    return out
 
 
 # ============================================================ reliability diagram

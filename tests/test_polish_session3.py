@@ -9,6 +9,9 @@ the printed lines, the HTML), so that it fails on the output of the code before 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,6 +19,9 @@ import pytest
 
 import selcal
 from selcal.figures import render as figure_render
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figure_texts import drawn_texts  # noqa: E402
 
 # ============================================================ figures: user text, never mathtext
 HOSTILE_SCORES = ("conf$x$", "$\\frac{$")  # a formula if parsed; a malformed one that raises if parsed
@@ -36,19 +42,6 @@ def hostile_dump(folder, name: str, seed: int):
                              HOSTILE_UNCERTAINTY: -msp,
                              "group": np.where(rng.random(n) < 0.5, "g$1$", "g2")}), path)
     return path
-
-
-def drawn_texts(figure):
-    """(the string as set, what matplotlib draws, whether it is parsed as mathtext) of every text."""
-    from matplotlib.text import Text
-
-    out = []
-    for text in figure.findobj(Text):
-        raw = text.get_text()
-        if raw:
-            shown, math_mode = text._preprocess_math(raw)
-            out.append((raw, shown, math_mode))
-    return out
 
 
 def test_score_columns_and_model_names_with_dollars_are_drawn_literally(tmp_path, monkeypatch):
@@ -96,7 +89,7 @@ def test_score_label_is_the_one_helper():
 
 
 # ============================================================ the leaderboard in a pipe: 100 columns
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "sample_logits"
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logits"
 LONG = "resnet50_imagenet_finetuned_with_label_smoothing_" * 2
 
 
