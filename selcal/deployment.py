@@ -564,6 +564,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
               delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None, score_col: str | None = None,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               input_kind: str | None = None, ood_label: int | None = None, lm_choices: int | None = None,
+              lm_norm: str | None = None,
               stream: bool | None = None, memory_budget: int | None = None,
               **option_values) -> ThresholdResult:
     """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
@@ -593,6 +594,8 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     lm_choices : ``--lm-choices K``: of an lm-evaluation-harness log whose questions have
         different numbers of choices, the questions of K choices (one model); such a log without
         it is refused, naming the line of the first question of another count.
+    lm_norm : ``--lm-norm``: a harness log's length normalisation, as :func:`selcal.evaluate`
+        (``none``, ``chars``: lm-eval's ``acc_norm``, ``bytes``: ``acc_bytes``).
 
     Returns
     -------
@@ -617,8 +620,8 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
         _check_score(score)
     _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
     read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
-                ood_label=ood_label)
-    (test_path, settings, name), = _one_model(test, lm_choices)
+                ood_label=ood_label, lm_norm=lm_norm)  # (lm_norm: a log's setting only)
+    (test_path, settings, name), = _one_model(test, lm_choices, lm_norm)
     source = open_dump(test_path, **read, **settings)
     if getattr(source, "confidence_only", False):
         _check_confidence_options(source.path, score=score, input_kind=input_kind, ood_label=ood_label)
@@ -655,25 +658,26 @@ def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> Non
                                        "leave out {option}")
 
 
-def _one_model(test, lm_choices: int | None) -> list[tuple[str, dict, str | None]]:
+def _one_model(test, lm_choices: int | None, lm_norm: str | None = None) -> list[tuple[str, dict, str | None]]:
     """The one model of the TEST path, as :func:`selcal.io.expand_input` gives it; ``lm_choices``
     picks the questions of one choice count of an lm-evaluation-harness log. Refused: several
     models (logs), a mixed log without ``lm_choices`` (the reader's own refusal, naming the line),
-    ``lm_choices`` on anything but a log, or a count the log does not hold."""
+    ``lm_choices`` or ``lm_norm`` on anything but a log, or a count the log does not hold."""
     from .io import expand_input, lmeval, open_dump
 
     models = expand_input(test)  # an lm-evaluation-harness log or folder of logs: one model per log and choice count
     logs = list(dict.fromkeys(path for path, _, name in models if name is not None))
-    if lm_choices is not None and not logs:
-        raise OptionError("lm_choices", f"{_braces(test)}: {{option}} is for lm-evaluation-harness sample logs "
-                                        "(samples_<task>_<date>.jsonl), and this is not one; leave out {option}")
+    for option, value in (("lm_choices", lm_choices), ("lm_norm", lm_norm)):
+        if value is not None and not logs:
+            raise OptionError(option, f"{_braces(test)}: {{option}} is for lm-evaluation-harness sample logs "
+                                      "(samples_<task>_<date>.jsonl), and this is not one; leave out {option}")
     if len(logs) > 1 or (len(models) > 1 and not logs):
         names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
         raise SelcalError(f"{test}: holds {len(models)} models ({names}); a threshold is for one model: give one "
                           "log (with --lm-choices K for the questions of K choices)")
     if lm_choices is None:
         if len(models) > 1:  # one log of several choice counts: the reader's refusal names the line
-            open_dump(logs[0])
+            open_dump(logs[0], lm_norm=lm_norm)
             raise AssertionError(f"{logs[0]}: a log of several choice counts was read as one")  # pragma: no cover
         return models
     counts = lmeval.choice_counts(logs[0])

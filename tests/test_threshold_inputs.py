@@ -78,6 +78,22 @@ def test_lm_choices_on_a_file_that_is_no_log_is_refused(cli, dumps):
 
 
 
+def test_lm_norm_reads_the_log_as_evaluate_does(cli, dumps):
+    args = ("--lm-choices", "4", "--risk", "0.3", "--val-fraction", "0.5", "--json", "-")
+    normed = cli("threshold", MIXED, "--lm-norm", "chars", *args)
+    assert normed.exit_code == 0, normed.stderr
+    direct = threshold_dump(read_dump(MIXED, lm_choices=4, lm_norm="chars"), risk=0.3,
+                            options=selcal.Options(val_fraction=0.5))
+    assert strict_json(normed.stdout) == strict_json(direct.to_json())
+    raw = threshold_dump(read_dump(MIXED, lm_choices=4), risk=0.3, options=selcal.Options(val_fraction=0.5))
+    assert direct.calibration_curve.thresholds.tolist() != raw.calibration_curve.thresholds.tolist()
+    _one_line_refusal(cli("threshold", MIXED, "--lm-norm", "words", *args), "--lm-norm must be one of none, chars, bytes")
+    logits = np.random.default_rng(0).normal(size=(200, 4))
+    path = dumps.parquet("m.parquet", logits, logits.argmax(axis=1))
+    _one_line_refusal(cli("threshold", path, "--lm-norm", "chars"), str(path), "--lm-norm is for "
+                      "lm-evaluation-harness sample logs", "leave out --lm-norm")
+
+
 # ------------------------------------------------------------------ files of confidences (no logits)
 def _confidence_file(dumps, name, confidence, pred, label, **more):
     import pyarrow as pa

@@ -30,7 +30,7 @@ def evaluate(
     group_col: Optional[str] = typer.Option(None, help="Column naming a group per row (e.g. source): per-group metrics."),
     input_kind: Optional[str] = shared("input_kind"),
     ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong to no class (out-of-distribution): always errors, counted in the selective and calibration metrics, reported as a group beside the in-distribution rows."),
-    lm_norm: Optional[str] = typer.Option(None, "--lm-norm", metavar="NORM", help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars (divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, acc_bytes)."),
+    lm_norm: Optional[str] = shared("lm_norm"),
     pixels_per_image: Optional[int] = shared("pixels_per_image"),
     seed: int = shared("seed"),
     bootstrap: int = typer.Option(0, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),

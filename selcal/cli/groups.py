@@ -74,6 +74,10 @@ SHARED = {
     "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
     "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
     "input_kind": dict(default=None, flags=("--input",), metavar="KIND", help=INPUT_HELP),
+    "lm_norm": dict(default=None, flags=("--lm-norm",), metavar="NORM",
+                    help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars "
+                         "(divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, "
+                         "acc_bytes)."),
     "lm_choices": dict(default=None, flags=("--lm-choices",), metavar="K",
                        help="lm-evaluation-harness logs whose questions have different numbers of choices (ARC: 3, 4 "
                             "and 5): read only the questions of K choices."),

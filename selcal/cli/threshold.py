@@ -47,6 +47,7 @@ def threshold(
                                             "to no class (out-of-distribution): errors wherever accepted, never "
                                             "fitted on (as evaluate)."),
     input_kind: Optional[str] = shared("input_kind"),
+    lm_norm: Optional[str] = shared("lm_norm"),
     lm_choices: Optional[int] = shared("lm_choices"),
     val_fraction: float = shared("val_fraction"),
     seed: int = typer.Option(DEFAULTS.seed, help="Seed of the hold-out and of the fit/calibration halves."),
@@ -69,7 +70,7 @@ def threshold(
         outputs.check_folder(plots_dir, f".{plot_format}")
         result = run_threshold(str(test), None if val is None else str(val), score=score, score_col=score_col, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                               input_kind=input_kind, ood_label=ood_label, lm_choices=lm_choices,
+                               input_kind=input_kind, ood_label=ood_label, lm_norm=lm_norm, lm_choices=lm_choices,
                                val_fraction=val_fraction, seed=seed)
         figure = None
         with outputs:  # every output appears together, or none does
