@@ -335,8 +335,11 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
 
         pool = ThreadPoolExecutor(threads)
     run = pool.map if pool is not None else map
-    # Only the smallest T can underflow: the normalised logits lie in [-1, 1], so v / T >= -2 / T.
-    n_under = sum(1 for t in t_grid if t * -_EXP_FAST_FROM < _NORMALISED_SPAN)
+    # Slack for every T when some T is twice another (their exponentials are then squares: see
+    # _pnorm_softmax_grid), else only for the smallest T, which alone can underflow: the normalised
+    # logits lie in [-1, 1], so v / T >= -2 / T.
+    n_under = (len(t_grid) if any(d is not None for d in _doublings(t_grid))
+               else sum(1 for t in t_grid if t * -_EXP_FAST_FROM < _NORMALISED_SPAN))
     block = max(1, GRID_VALUES // max(1, n * (len(t_grid) + n_under)))  # the values, and the slack of those T
     exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
     bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
@@ -478,11 +481,19 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     e**-700 taken as e**-700 (numpy's exp takes a slow path below, value by value), and
     ``slack[i, j]`` bounds each row's error (0 where no term was below: those rows are bit for
     bit); elsewhere ``slack`` is 0. The other T are computed exactly. See :func:`_underflow_slack`.
+    With ``slack`` for every T, a T half of another T of the grid has its exponentials computed as
+    the squares of that T's (exp(2 v) = exp(v)**2, and v / T is exactly twice v / (2 T)): one
+    multiplication instead of a multiplication and an exp, at most _SQUARINGS times in a row, and
+    ``slack`` bounds the error (:func:`_squared_slack`); a cell after an exp is exact (slack 0).
     """
     x = scores._centred_scaled(chunk, center)
     terms = np.empty_like(x)
     low, keep = np.empty(x.shape, dtype=bool), np.empty_like(x)
     at = np.arange(x.shape[0])
+    chained = slack is not None and slack.shape[1] == len(t_grid)
+    doubled = _doublings(t_grid)
+    halved = {d for d in doubled if d is not None}
+    spare: list[np.ndarray] = []  # arrays for the exponentials of the chains
     for i, (_, normalised) in enumerate(scores.normalised_grid(x, ps, center)):
         top = np.argmax(normalised, axis=1)
         normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
@@ -492,9 +503,33 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             np.copyto(terms, normalised)
             terms[at, top] = -np.inf
             row_second = terms.max(axis=1)
-        for j, temperature in enumerate(t_grid):
-            np.multiply(normalised, 1.0 / temperature, out=terms)
+        kept: dict[int, tuple[np.ndarray, int]] = {}  # index of a T -> (its exponentials, squarings since an exp)
+        order = reversed(range(len(t_grid))) if chained else range(len(t_grid))  # chains run from the largest T
+        for j in order:
+            temperature = t_grid[j]
             fast = lowest * (1.0 / temperature) >= _EXP_FAST_FROM  # the smallest of terms (a product is monotone)
+            if chained and fast:
+                source = kept.pop(doubled[j], None) if doubled[j] is not None else None
+                if source is not None and source[1] < _SQUARINGS:
+                    exps, steps = source[0], source[1] + 1
+                    np.multiply(exps, exps, out=exps)  # exp(v / T) = exp(v / (2 T))**2
+                else:
+                    if source is not None:
+                        spare.append(source[0])
+                    exps, steps = (spare.pop() if spare else np.empty_like(x)), 0
+                    np.multiply(normalised, 1.0 / temperature, out=exps)
+                    np.exp(exps, out=exps)
+                exps[at, top] = 0.0
+                sums = scores.row_sums(exps)
+                exps[at, top] = 1.0  # exp(0), for the next square
+                out[i, j] = -np.log1p(sums)
+                slack[i, j] = 0.0 if steps == 0 else _squared_slack(sums, steps, out[i, j], x.shape[1])
+                if j in halved:
+                    kept[j] = (exps, steps)
+                else:
+                    spare.append(exps)
+                continue
+            np.multiply(normalised, 1.0 / temperature, out=terms)
             bounded = not fast and slack is not None and j < slack.shape[1] and (
                 np.count_nonzero(np.less(terms, _EXP_FAST_FROM, out=low)) >= _SLOW_VALUES_PER_ROW * terms.shape[0]
                 and np.count_nonzero(row_second * (1.0 / temperature) < _SATURATED_BELOW)
@@ -512,6 +547,37 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             if slack is not None and j < slack.shape[1]:  # rows whose smallest term is not below e**-700 are exact
                 slack[i, j] = 0.0 if not bounded else _underflow_slack(
                     sums, row_lowest * (1.0 / temperature) < _EXP_FAST_FROM, out[i, j], terms.shape[1])
+        spare.extend(exps for exps, _ in kept.values())
+
+
+def _doublings(t_grid) -> list:
+    """For each T of the grid, the index of 2 T in the grid (exactly), or None."""
+    index = {float(t): k for k, t in enumerate(t_grid)}
+    return [index.get(2.0 * float(t)) for t in t_grid]
+
+
+# Squarings in a row before an exp again: the error bound doubles with each (_squared_slack).
+_SQUARINGS = 6
+# numpy's float64 exp is taken to be within this many units in the last place of exp (it is within 1
+# where tests/test_pnorm_softmax_bound.py measures it against Python's correctly rounded Decimal.exp).
+_EXP_ULPS = 4
+
+
+def _squared_slack(sums: np.ndarray, steps: int, score: np.ndarray, n_classes: int) -> np.ndarray:
+    """Per row, a bound of |exact score - score| when the score is -log1p(S') and S' the row sum of
+    terms computed as numpy's exp of v / (2**steps T) squared ``steps`` times instead of exp(v / T).
+
+    Each term is then within eta = 1.01 (2 EXP_ULPS + 2) 2**steps 2**-53 of its exact value: the exp's
+    error and each square's rounding are raised to the later powers (the exact-path term is within
+    EXP_ULPS units too). Both sums, of K nonnegative terms, are within gamma = 1.01 K 2**-53 of their
+    exact sums (Higham, eq. 4.4): |S - S'| <= (2 gamma + eta) S' / ((1 - gamma) (1 - eta)). log1p adds
+    at most that (slope at most 1 on S >= 0) plus 8 * 2**-53 of the scores' size, as in _underflow_slack.
+    """
+    unit = 2.0 ** -53
+    gamma = 1.01 * n_classes * unit
+    eta = 1.01 * (2 * _EXP_ULPS + 2) * 2.0 ** steps * unit
+    sum_error = (2.0 * gamma + eta) * sums / ((1.0 - gamma) * (1.0 - eta))
+    return sum_error + 8.0 * unit * (np.abs(score) + sum_error)
 
 
 # A chunk of a (p, T) is computed with slack only when it pays: at least this many of its values per
