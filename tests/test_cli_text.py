@@ -17,6 +17,8 @@ import csv
 import io
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -533,3 +535,15 @@ def test_python_m_selcal_cli_knows_every_command():
     assert names == ["evaluate", "check", "compare", "pixels", "ensemble", "dump", "threshold"]
     done = subprocess.run([sys.executable, "-m", "selcal.cli", "threshold", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "certified" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_an_empty_text_dump_is_refused_in_one_line(tmp_path, suffix):
+    # A 0-byte file (a writer killed before its first line): said as it is, not as a missing label column
+    # (CSV) or a JSON parser's message (JSON Lines).
+    path = tmp_path / f"dump{suffix}"
+    path.write_bytes(b"")
+    out = subprocess.run([sys.executable, "-m", "selcal.cli", "evaluate", str(path)], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [f"selcal: error: {path}: is empty (0 bytes): no header and no rows; "
+                                               "was it written completely?"]

@@ -50,6 +50,8 @@ class PolarsFile:
 
         integers = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
         self.path, self.fmt = path, fmt
+        if os.path.getsize(path) == 0:  # (polars would say "no label column" or "cannot infer types")
+            raise _fail(path, None, None, "is empty (0 bytes): no header and no rows; was it written completely?")
         self.offset = 2 if fmt in ("csv", "tsv") else 1
         schema = self._guard(lambda: self._scan().collect_schema())
         overrides = {}
