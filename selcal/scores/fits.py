@@ -338,16 +338,16 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     # Slack for every T when some T is twice another (their exponentials are then squares: see
     # _pnorm_softmax_grid), else only for the smallest T, which alone can underflow: the normalised
     # logits lie in [-1, 1], so v / T >= -2 / T.
-    n_under = (len(t_grid) if any(d is not None for d in _doublings(t_grid))
+    n_slack = (len(t_grid) if any(d is not None for d in _doublings(t_grid))
                else sum(1 for t in t_grid if t * -_EXP_FAST_FROM < _NORMALISED_SPAN))
-    block = max(1, GRID_VALUES // max(1, n * (len(t_grid) + n_under)))  # the values, and the slack of those T
+    block = max(1, GRID_VALUES // max(1, n * (len(t_grid) + n_slack)))  # the values, and the slack of those T
     exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
     bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
     try:
         for first in range(0, len(p_grid), block):
             ps = p_grid[first:first + block]
             values = np.empty((len(ps), len(t_grid), n))
-            slack = np.empty((len(ps), n_under, n))
+            slack = np.empty((len(ps), n_slack, n))
 
             def chunk_values(rows, ps=ps, values=values, slack=slack, first=first):
                 chunk = np.asarray(logits[rows], dtype=np.float64)
@@ -362,7 +362,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
             cells = [(i, j) for i in range(len(ps)) for j in range(len(t_grid))]
 
             def objective(cell, values=values, slack=slack):
-                if cell[1] < n_under and slack[cell].any():
+                if cell[1] < n_slack and slack[cell].any():
                     return False, _aurc_lower_bound(values[cell], slack[cell], correct, estimator)
                 return True, aurc(risk_coverage(values[cell], correct), estimator)
 
@@ -381,7 +381,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
         if better(cell, value, best):
             best = (cell, value)
     for cell in sorted(bounds, key=lambda c: (bounds[c], c)):
-        if best is not None and bounds[cell] > best[1] + _AURC_ROUNDING * max(abs(best[1]), 1e-300):
+        if best is not None and bounds[cell] >= best[1] - 1e-3:
             break  # this cell and every later one cannot reach the best, nor tie with it
         value = aurc(risk_coverage(_pnorm_softmax_cell(logits, chunks, p_grid[cell[0]], t_grid[cell[1]], center),
                                    correct), estimator)
@@ -499,10 +499,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
         normalised -= normalised[at, top][:, None]  # v - v_max, as softmax_terms shifts
         row_lowest = normalised.min(axis=1)
         lowest = row_lowest.min()
-        if slack is not None:  # each row's largest value off its top class (-inf for one class)
-            np.copyto(terms, normalised)
-            terms[at, top] = -np.inf
-            row_second = terms.max(axis=1)
+        row_second = None  # each row's largest value off its top class, when an underflowing T asks
         kept: dict[int, tuple[np.ndarray, int]] = {}  # index of a T -> (its exponentials, squarings since an exp)
         order = reversed(range(len(t_grid))) if chained else range(len(t_grid))  # chains run from the largest T
         for j in order:
@@ -530,10 +527,15 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
                     spare.append(exps)
                 continue
             np.multiply(normalised, 1.0 / temperature, out=terms)
-            bounded = not fast and slack is not None and j < slack.shape[1] and (
-                np.count_nonzero(np.less(terms, _EXP_FAST_FROM, out=low)) >= _SLOW_VALUES_PER_ROW * terms.shape[0]
-                and np.count_nonzero(row_second * (1.0 / temperature) < _SATURATED_BELOW)
-                <= _SATURATED_SHARE * terms.shape[0])
+            bounded = False
+            if (not fast and slack is not None and j < slack.shape[1]
+                    and np.count_nonzero(np.less(terms, _EXP_FAST_FROM, out=low)) >= _SLOW_VALUES_PER_ROW * x.shape[0]):
+                if row_second is None:  # (in ``keep``, free until _exp_in_place)
+                    np.copyto(keep, normalised)
+                    keep[at, top] = -np.inf
+                    row_second = keep.max(axis=1)
+                bounded = np.count_nonzero(row_second * (1.0 / temperature) < _SATURATED_BELOW) <= (
+                    _SATURATED_SHARE * x.shape[0])
             if fast:
                 np.exp(terms, out=terms)
             elif not bounded:
@@ -577,7 +579,7 @@ def _squared_slack(sums: np.ndarray, steps: int, score: np.ndarray, n_classes: i
     gamma = 1.01 * n_classes * unit
     eta = 1.01 * (2 * _EXP_ULPS + 2) * 2.0 ** steps * unit
     sum_error = (2.0 * gamma + eta) * sums / ((1.0 - gamma) * (1.0 - eta))
-    return sum_error + 8.0 * unit * (np.abs(score) + sum_error)
+    return _score_slack(sum_error, score)
 
 
 # A chunk of a (p, T) is computed with slack only when it pays: at least this many of its values per
@@ -611,4 +613,11 @@ def _underflow_slack(sums: np.ndarray, raised: np.ndarray, score: np.ndarray, n_
     gamma = 1.01 * n_classes * unit
     moved = n_classes * _RAISED_TERM
     sum_error = gamma * (2.0 * sums / (1.0 - gamma) + moved) + moved
-    return np.where(raised, sum_error + 8.0 * unit * (np.abs(score) + sum_error), 0.0)
+    return np.where(raised, _score_slack(sum_error, score), 0.0)
+
+
+def _score_slack(sum_error: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The slack of -log1p(S') when S' is within ``sum_error`` of the exact S >= 0: log1p has slope at
+    most 1 there, and each of the two log1p values is within a few units in the last place (8 * 2**-53
+    of their size is added)."""
+    return sum_error + 8.0 * 2.0 ** -53 * (np.abs(score) + sum_error)
