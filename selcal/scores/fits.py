@@ -381,7 +381,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
         if better(cell, value, best):
             best = (cell, value)
     for cell in sorted(bounds, key=lambda c: (bounds[c], c)):
-        if best is not None and bounds[cell] >= best[1] - 1e-3:
+        if best is not None and bounds[cell] > best[1] + _AURC_ROUNDING * max(abs(best[1]), 1e-300):
             break  # this cell and every later one cannot reach the best, nor tie with it
         value = aurc(risk_coverage(_pnorm_softmax_cell(logits, chunks, p_grid[cell[0]], t_grid[cell[1]], center),
                                    correct), estimator)
