@@ -279,12 +279,12 @@ class _ClassLinear:
                                                    dtype=np.float64)
             step, _ = sparse_linalg.cg(hessian, -gradient_u, rtol=POLISH_CG_RTOL, atol=0.0, maxiter=10 * size)
             candidate = u + step
-            _, candidate_gradient = self.value_and_gradient(candidate)
+            certified = self._certify(candidate)  # (it moves the Hessian's cache: set again just below)
+            _, candidate_gradient = self.value_and_gradient(candidate)  # last: the cache at the candidate
             if not np.linalg.norm(candidate_gradient) < np.linalg.norm(gradient_u):
                 break
             u, gradient_u, steps = candidate, candidate_gradient, steps + 1
-            theta, value, norm, _ = self._certify(u)
-            self.value_and_gradient(u)  # the Hessian's cache at u again
+            theta, value, norm, _ = certified
         return u, theta, value, norm, steps
 
     def _certify(self, u):
