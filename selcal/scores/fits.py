@@ -341,6 +341,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     n_slack = (len(t_grid) if any(d is not None for d in _doublings(t_grid))
                else sum(1 for t in t_grid if t * -_EXP_FAST_FROM < _NORMALISED_SPAN))
     block = max(1, GRID_VALUES // max(1, n * (len(t_grid) + n_slack)))  # the values, and the slack of those T
+    tail = _aurc_tail(n)  # for the lower bounds of every bounded cell
     exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
     bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
     try:
@@ -363,7 +364,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
 
             def objective(cell, values=values, slack=slack):
                 if cell[1] < n_slack and slack[cell].any():
-                    return False, _aurc_lower_bound(values[cell], slack[cell], correct, estimator)
+                    return False, _aurc_lower_bound(values[cell], slack[cell], correct, estimator, tail)
                 return True, aurc(risk_coverage(values[cell], correct), estimator)
 
             for (i, j), (is_exact, value) in zip(cells, run(objective, cells)):
@@ -381,7 +382,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
         if better(cell, value, best):
             best = (cell, value)
     for cell in sorted(bounds, key=lambda c: (bounds[c], c)):
-        if best is not None and bounds[cell] > best[1] + _AURC_ROUNDING * max(abs(best[1]), 1e-300):
+        if best is not None and bounds[cell] > best[1] + _aurc_margin(best[1], n):
             break  # this cell and every later one cannot reach the best, nor tie with it
         value = aurc(risk_coverage(_pnorm_softmax_cell(logits, chunks, p_grid[cell[0]], t_grid[cell[1]], center),
                                    correct), estimator)
@@ -393,9 +394,15 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
                            center=center, val_objective=objective_value, val_objective_msp=msp_objective)
 
 
-# The bound is compared with exact AURCs summed in another order: a relative margin far above
-# float64's rounding of either sum (N * 2**-53 < 1e-11 for a billion rows).
+# The bound is compared with exact AURCs summed in another order: a relative margin above float64's
+# rounding of either (the bound's running sums of 1/k are within N * 2**-53 of their value, so the
+# margin grows with N past about 10 million rows: see _aurc_margin).
 _AURC_ROUNDING = 1e-9
+
+
+def _aurc_margin(best: float, n: int) -> float:
+    """How far above the best exact AURC a lower bound computed on ``n`` rows must be to exclude a cell."""
+    return (_AURC_ROUNDING + 4.0 * n * 2.0 ** -53) * max(abs(best), 1e-300)
 
 
 def _pnorm_softmax_cell(logits: np.ndarray, chunks, p: int, temperature: float, center: bool) -> np.ndarray:
@@ -407,25 +414,32 @@ def _pnorm_softmax_cell(logits: np.ndarray, chunks, p: int, temperature: float, 
     return values[0, 0]
 
 
-def _aurc_lower_bound(score: np.ndarray, slack: np.ndarray, correct: np.ndarray, estimator: str) -> float:
+def _aurc_lower_bound(score: np.ndarray, slack: np.ndarray, correct: np.ndarray, estimator: str,
+                      tail: np.ndarray | None = None) -> float:
     """A lower bound of the AURC of every score within ``slack`` of ``score`` (row by row).
 
     AURC = (1/N) sum over errors of (H_N - H_{r-1}), r the error's rank (1 = most confident;
     with ties, the mean over the tied orders), which decreases as r grows. An error can be
     ranked no later than N minus the rows certainly below it (their largest possible score
     under its smallest), so the sum over errors at those ranks is at most the AURC of any
-    order the true scores can take.
+    order the true scores can take. ``tail`` (:func:`_aurc_tail` of N), when the caller has it.
     """
     n = score.size
     low, high = score - slack, score + slack
     errors = ~correct
     below = np.searchsorted(np.sort(high), low[errors], side="left")  # rows j with high_j < low_i
     latest = n - below  # 1-based
-    tail = np.cumsum(1.0 / np.arange(n, 0, -1, dtype=np.float64))[::-1]  # tail[r - 1] = sum_{k >= r} 1 / k
+    if tail is None:
+        tail = _aurc_tail(n)
     value = float(np.sum(tail[latest - 1]) / n)
     if estimator == "trapz":
         value -= errors.sum() / n / (2 * n)
     return value
+
+
+def _aurc_tail(n: int) -> np.ndarray:
+    """tail[r - 1] = sum_{k >= r} 1 / k for r = 1..n, summed from the smallest term."""
+    return np.cumsum(1.0 / np.arange(n, 0, -1, dtype=np.float64))[::-1]
 
 
 GRID_VALUES = 1 << 22  # scores of the pNormSoftmax grid held at once (32 MB): the rows times a block of p times T
