@@ -370,3 +370,21 @@ def test_every_score_is_the_same_streamed_and_in_memory(dumps, h):
     streamed, whole = (selcal.evaluate(path, scores="all", stream=s, chunk_rows=37).models[0].to_dict()
                        for s in (True, False))
     assert streamed["scores"] == whole["scores"]
+
+
+def test_the_shared_temperature_fit_does_not_keep_the_validation_rows_alive():
+    # temp and the calibrators that start from T share one fit per validation set; the cache must not hold a
+    # finished model's validation rows while the next model is read.
+    import gc
+    import weakref
+
+    from selcal.scores import builtin
+
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(300, 5)), rng.integers(0, 5, 300)
+    first = builtin._temperature_fit(logits, labels)
+    assert builtin._temperature_fit(logits, labels) is first  # shared while the arrays live
+    alive = weakref.ref(logits)
+    del logits
+    gc.collect()
+    assert alive() is None

@@ -7,6 +7,7 @@ the report's columns. A new built-in score is one entry below (plus its function
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -93,15 +94,22 @@ add(Score(
 
 
 # ----------------------------------------------------------------------------- temp
-_LAST_TEMPERATURE: list = [None, None, None]  # (val_logits, val_labels, fit) of the last temperature fit
+_LAST_TEMPERATURE: list = [None, None, None]  # weak references to (val_logits, val_labels), and their fit
 
 
 def _temperature_fit(val_logits, val_labels) -> fits.TemperatureFit:
-    """fits.fit_temperature, fitted once for temp and the calibrators that start from T (same arrays)."""
-    if _LAST_TEMPERATURE[0] is val_logits and _LAST_TEMPERATURE[1] is val_labels:
-        return _LAST_TEMPERATURE[2]
+    """fits.fit_temperature, fitted once for temp and the calibrators that start from T (same arrays).
+
+    The arrays are held by weak references, so that a finished model's validation rows are freed
+    before the next model's are read."""
+    logits_ref, labels_ref, fit = _LAST_TEMPERATURE
+    if logits_ref is not None and logits_ref() is val_logits and labels_ref() is val_labels:
+        return fit
     fit = fits.fit_temperature(val_logits, val_labels)
-    _LAST_TEMPERATURE[:] = [val_logits, val_labels, fit]
+    try:
+        _LAST_TEMPERATURE[:] = [weakref.ref(val_logits), weakref.ref(val_labels), fit]
+    except TypeError:  # an array type without weak references: not kept
+        _LAST_TEMPERATURE[:] = [None, None, None]
     return fit
 
 
