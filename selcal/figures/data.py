@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import calibration
+from ..guarantee import binomial_upper_bound
 
 DEFAULT_MAX_POINTS = 4000
 DEFAULT_AT_COVERAGE = 0.1
@@ -190,10 +191,10 @@ def clopper_pearson(successes, trials, level: float = RELIABILITY_LEVEL) -> tupl
 
     k, n = np.broadcast_arrays(np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64))
     tail = (1.0 - level) / 2.0
-    some, not_all = k > 0, k < n
+    some = k > 0
     # Shape parameters kept >= 1 where a limit is fixed (0 or 1), so scipy is never asked an invalid one.
     lower = np.where(some, stats.beta.ppf(tail, np.maximum(k, 1.0), n - k + 1.0), 0.0)
-    upper = np.where(not_all, stats.beta.isf(tail, k + 1.0, np.maximum(n - k, 1.0)), 1.0)
+    upper = binomial_upper_bound(k, n, tail)  # the one-sided upper limit at 1 - tail (1 where k = n)
     empty = n == 0
     return np.where(empty, np.nan, lower), np.where(empty, np.nan, upper)
 
