@@ -356,7 +356,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
     risks = parse_risks(risk)
     entry = REGISTRY[score]
-    _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d))
+    _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d is not None))
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
     if val_rows is None or len(val_rows) == 0:
         raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
