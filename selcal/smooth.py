@@ -177,9 +177,15 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
     upper = (positive - negative) / total  # smECE_σ <= mean |r|: f(upper) <= 0
 
     spectra: dict = {}
+    seen: dict[float, float] = {}  # smECE_σ of every σ tried (Brent's last point is the answer's σ)
+
+    def at(sigma: float) -> float:
+        if sigma not in seen:
+            seen[sigma] = _at(q, residual, total, sigma, spectra, points_per_sigma, max_grid)
+        return seen[sigma]
 
     def excess(sigma: float) -> float:
-        return _at(q, residual, total, sigma, spectra, points_per_sigma, max_grid) - sigma
+        return at(sigma) - sigma
 
     at_upper = excess(upper)
     if at_upper >= 0.0:
@@ -198,7 +204,7 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
                 elif at_step == 0.0:
                     return SmoothEce(step, step)
             sigma = optimize.brentq(excess, lower, upper, xtol=xtol, rtol=4 * np.finfo(float).eps)
-            return SmoothEce(_at(q, residual, total, sigma, spectra, points_per_sigma, max_grid), float(sigma))
+            return SmoothEce(at(float(sigma)), float(sigma))
         if at_lower == 0.0:
             return SmoothEce(lower, lower)
         upper = lower  # (not met: smECE_σ not monotone at the grid's precision) search below, as for no step
@@ -213,7 +219,7 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
             return SmoothEce(value + lower, lower)
         upper = lower
     sigma = optimize.brentq(excess, lower, upper, xtol=xtol, rtol=4 * np.finfo(float).eps)
-    return SmoothEce(_at(q, residual, total, sigma, spectra, points_per_sigma, max_grid), float(sigma))
+    return SmoothEce(at(float(sigma)), float(sigma))
 
 
 def smooth_reliability(confidence, correct, sigma: float | None = None, points: int = 201):
