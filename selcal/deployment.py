@@ -632,7 +632,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
         return threshold_confidences(source, val_source, column=score_col, risk=risk, delta=delta, method=method,
                                      options=options, name=name)
     if score_col is not None:
-        raise OptionError("score_col", f"{_braces(source.path)}: holds logits; {{option}} is for a file of "
+        raise OptionError("score_col", f"{source.path}: holds logits; {{option}} is for a file of "
                                        "confidences without logits: choose a registered score with --score")
     from .pipeline.jobs import DEFAULT_MEMORY_BUDGET
 
@@ -648,13 +648,13 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
 def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> None:
     """Refuse, in one line, what has no meaning on a file of confidences without logits."""
     if score is not None:
-        raise OptionError("score", f"{_braces(path)}: holds no logits, only a confidence, a prediction and a label "
+        raise OptionError("score", f"{path}: holds no logits, only a confidence, a prediction and a label "
                                    f"per row, so {{option}} {score} cannot be computed on it; leave out {{option}} to "
                                    "certify its column 'confidence', or name another column with --score-col COLUMN")
     for option, value, why in (("--input", input_kind, "it holds no logits"),
                                ("--ood-label", ood_label, "a row is an error where its prediction is not its label")):
         if value is not None:
-            raise OptionError(option, f"{_braces(path)}: {{option}} has no meaning for a file of confidences ({why}); "
+            raise OptionError(option, f"{path}: {{option}} has no meaning for a file of confidences ({why}); "
                                        "leave out {option}")
 
 
@@ -669,7 +669,7 @@ def _one_model(test, lm_choices: int | None, lm_norm: str | None = None) -> list
     logs = list(dict.fromkeys(path for path, _, name in models if name is not None))
     for option, value in (("lm_choices", lm_choices), ("lm_norm", lm_norm)):
         if value is not None and not logs:
-            raise OptionError(option, f"{_braces(test)}: {{option}} is for lm-evaluation-harness sample logs "
+            raise OptionError(option, f"{test}: {{option}} is for lm-evaluation-harness sample logs "
                                       "(samples_<task>_<date>.jsonl), and this is not one; leave out {option}")
     if len(logs) > 1 or (len(models) > 1 and not logs):
         names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
@@ -682,12 +682,8 @@ def _one_model(test, lm_choices: int | None, lm_norm: str | None = None) -> list
         return models
     counts = lmeval.choice_counts(logs[0])
     if lm_choices not in counts:
-        raise OptionError("lm_choices", f"{_braces(logs[0])}: has no question of {lm_choices} choices (it has "
+        raise OptionError("lm_choices", f"{logs[0]}: has no question of {lm_choices} choices (it has "
                                         f"{', '.join(map(str, counts))}); give {{option}} one of them")
     name = lmeval.model_name(logs[0]) + (f" ({lm_choices} choices)" if len(counts) > 1 else "")
     return [(logs[0], {"lm_choices": lm_choices}, name)]
 
-
-def _braces(path) -> str:
-    """A path inside an :class:`OptionError` template (whose ``{option}`` is filled in later)."""
-    return str(path).replace("{", "{{").replace("}", "}}")

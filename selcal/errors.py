@@ -15,13 +15,13 @@ class OptionError(SelcalError):
 
     def __init__(self, option: str, template: str):
         self.option = option
-        self.template = template  # holds "{option}" where the option's name goes
-        super().__init__(template.format(option=option))
+        self.template = template  # holds "{option}" where the option's name goes; any other brace is text
+        super().__init__(template.replace("{option}", option))
 
     def named(self, name: str) -> "OptionError":
         """The same error, naming the option ``name`` (e.g. the command-line flag)."""
         error = OptionError(self.option, self.template)
-        error.args = (self.template.format(option=name),)
+        error.args = (self.template.replace("{option}", name),)
         return error
 
     def __str__(self) -> str:

@@ -415,3 +415,24 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path):
                               timeout=120)
         assert done.returncode == 128 + signum, done.stderr
         assert done.stderr.strip().splitlines() == [line], done.stderr
+
+
+@pytest.mark.parametrize("flag,value,said", [
+    ("--risks", "{x}", "--risks takes numbers, e.g. 0.01,0.05; got '{x}'"),
+    ("--p-grid", "1-{2}", "--p-grid takes positive integers such as 1-10 or 1,2,4; got '1-{2}'"),
+    ("--scores", "msp,{oops}", "unknown score {oops}; choose from"),
+])
+def test_braces_in_an_option_value_are_refused_in_one_line(tmp_path, flag, value, said):
+    # An option's message is a template whose "{option}" becomes the flag (or the keyword): any other
+    # brace, in a value the user typed, is text (str.format raised KeyError or IndexError on it).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "dump.parquet"
+    pq.write_table(pa.table({"logits": rng.normal(size=(200, 3)).tolist(), "label": rng.integers(0, 3, 200)}), path)
+    out = subprocess.run([sys.executable, "-m", "selcal.cli", "evaluate", str(path), flag, value],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line, = out.stderr.strip().splitlines()
+    assert line.startswith("selcal: error: " + said)
