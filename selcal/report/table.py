@@ -23,7 +23,7 @@ _SPLIT_WORDS = {
 def split_words(model) -> str:
     """How the model's validation rows were chosen, in words."""
     by = "row position" if model.extra.get("holdout_by") == "position" else "id"
-    return _SPLIT_WORDS.get(model.split, model.split).format(by=by)
+    return _SPLIT_WORDS.get(model.split, model.split).replace("{by}", by)  # (a split read from a JSON is text)
 
 
 def _and(names: list[str]) -> str:
