@@ -539,8 +539,12 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
         test.split_column(), val is not None, True,
         lambda: holdout_mask(test.num_kept_rows, test.id_column(), options.val_fraction, options.seed, test.path))
 
+    read: dict = {}  # each file's column and correctness, read once (TEST gives both parts without --val)
+
     def rows(source, mask) -> ScoredRows:
-        values, correct = source.value_column(column), source.predictions == source.labels
+        if id(source) not in read:
+            read[id(source)] = source.value_column(column), source.predictions == source.labels
+        values, correct = read[id(source)]
         return ScoredRows(values, correct, None) if mask is None else ScoredRows(values[mask], correct[mask], None)
 
     if val is not None:
