@@ -384,7 +384,7 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
         own: list[str] = []
         figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own,
-                                      kinds=kinds, workers=workers, progress=progress))
+                                      kinds=kinds, workers=workers, progress=progress, skip_tiled=True))
         shown = own
         if notes is not None:
             notes.extend(n for n in own if n not in notes)

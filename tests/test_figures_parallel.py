@@ -135,3 +135,25 @@ def test_ctrl_c_while_workers_draw(tmp_path):
     time.sleep(1.0)
     assert [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in
             Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]] == []
+
+
+def test_the_report_does_not_draw_a_model_figure_that_a_figure_across_models_tiles():
+    # The HTML report shows each model's vmax_msp as a tile of overlay_vmax_msp: skip_tiled yields those
+    # with their caption and no bytes, every other figure with the same bytes as without it.
+    result = small_result()
+    every = list(figures.render_figures(result, workers=1))
+    untiled = list(figures.render_figures(result, workers=1, skip_tiled=True))
+    assert [(f.stem, f.caption) for f in every] == [(f.stem, f.caption) for f in untiled]
+    blank = {f.stem for f in untiled if not f.data}
+    assert blank == {f.stem for f in every if f.kind == "vmax_msp"} and len(blank) == 3
+    assert all(a.data == b.data for a, b in zip(every, untiled) if b.stem not in blank)
+
+
+def test_a_model_figure_is_drawn_after_all_when_the_figure_across_models_is_empty(monkeypatch):
+    render = figures.render
+    draw = render._draw
+    monkeypatch.setattr(render, "_draw", lambda job, models, fmt: None if job.kind in render.TILES
+                        else draw(job, models, fmt))
+    untiled = list(figures.render_figures(small_result(), workers=1, skip_tiled=True))
+    assert not [f for f in untiled if f.kind in render.TILES]
+    assert len([f for f in untiled if f.kind == "vmax_msp" and f.data]) == 3

@@ -330,8 +330,8 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
 
 def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                    max_points: int | None = DEFAULT_MAX_POINTS, notes: list[str] | None = None, kinds=None,
-                   workers: int = 1, progress: Callable[[int, int], None] | None = None
-                   ) -> Iterator[RenderedFigure]:
+                   workers: int = 1, progress: Callable[[int, int], None] | None = None,
+                   skip_tiled: bool = False) -> Iterator[RenderedFigure]:
     """Every figure of :func:`plan_figures`, drawn and rendered, one at a time in plan order.
 
     ``workers``: processes that draw (1, the default, draws here; ``selcal evaluate`` passes
@@ -339,12 +339,17 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
     there is none), which import the calling script's main module again: a script that asks
     for workers needs the ``if __name__ == "__main__":`` guard, as for any multiprocessing.
     The bytes do not depend on ``workers``. ``progress(done, total)`` is called after each figure.
-    ``notes``: see :func:`plan_figures`.
+    ``notes``: see :func:`plan_figures`. ``skip_tiled`` (the HTML report, which shows a model's figure of
+    a kind in :data:`TILES` only as a tile of the figure across models): such a figure is yielded with
+    its caption and no bytes, undrawn, unless the figure across models has nothing to show.
     """
     models = list(result.models)
     _validate(fmt, ls_alpha, at_coverage, len(models))
     jobs = plan_figures(result, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points, kinds=kinds,
                         notes=notes)
+    if skip_tiled:
+        yield from _render_untiled(jobs, models, fmt, workers, progress)
+        return
     if progress is not None:
         progress(0, len(jobs))
     drawn = _drawn(jobs, models, fmt, workers)
@@ -357,6 +362,35 @@ def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: floa
                                      data=data, models=tuple(models[i].name for i in job.models))
     finally:
         drawn.close()
+
+
+def _render_untiled(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int,
+                    progress: Callable[[int, int], None] | None) -> Iterator[RenderedFigure]:
+    """render_figures' figures without drawing a model's figure that a figure across models shows
+    as a tile (yielded with no bytes); one is drawn after all when its figure across models is empty."""
+    tiled = {(models[i].name, TILES[job.kind]): k for k, job in enumerate(jobs) if job.kind in TILES
+             for i in job.models}
+    skipped = {k: tiled[job.model, job.kind] for k, job in enumerate(jobs)
+               if job.model is not None and (job.model, job.kind) in tiled}
+    first = [k for k in range(len(jobs)) if k not in skipped]
+    total = len(first)
+    if progress is not None:
+        progress(0, total)
+    data: dict[int, bytes | None] = {}
+    drawn = _drawn([jobs[k] for k in first], models, fmt, workers)
+    try:
+        for done, (k, figure) in enumerate(zip(first, drawn), 1):
+            data[k] = figure
+            if progress is not None:
+                progress(done, total)
+    finally:
+        drawn.close()
+    for k, page in skipped.items():  # (rare) the figure across models drew nothing: the model's own, then
+        data[k] = _draw(jobs[k], models, fmt) if data.get(page) is None else b""
+    for k, job in enumerate(jobs):
+        if data[k] is not None:
+            yield RenderedFigure(stem=job.stem, kind=job.kind, model=job.model, caption=job.caption, format=fmt,
+                                 data=data[k], models=tuple(models[i].name for i in job.models))
 
 
 def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
