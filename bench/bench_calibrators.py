@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from make_dumps import write_dump  # noqa: E402
+from make_dumps import bench_dumps, write_dump  # noqa: E402
 
 JOB = """
 import json, sys, time
@@ -68,12 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     report = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
     if args.only in (None, "job"):
-        folder = args.dir / "50000x1000"
-        folder.mkdir(parents=True, exist_ok=True)
-        test, val = folder / "test.parquet", folder / "val.parquet"
-        if not test.exists():
-            write_dump(test, 50_000, 1000, 0, "test")
-            write_dump(val, 10_000, 1000, 1, "val")
+        test, val = bench_dumps(args.dir, 50_000, 10_000, 1000)  # bench_evaluate.py's job
         default, calibrators = [], []
         for _ in range(args.runs):
             default.append(run(JOB, str(test), str(val), "msp,max_logit,pnorm,temp")["seconds"])

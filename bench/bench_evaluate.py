@@ -31,19 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from make_dumps import bench_dumps  # noqa: E402
+from make_dumps import PEAK_MB, bench_dumps  # noqa: E402
 
-FLOOR = """
-import json, sys, time
-
-
-def peak_mb():
-    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-
-
+FLOOR = PEAK_MB + """
 import numpy as np, pyarrow.parquet as pq
 start = time.perf_counter()
 for path in sys.argv[1:3]:
@@ -59,17 +49,7 @@ print(json.dumps({"seconds": time.perf_counter() - start,
                   "peak_mb": peak_mb()}))
 """
 
-SELCAL = """
-import json, sys, time
-
-
-def peak_mb():
-    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-
-
+SELCAL = PEAK_MB + """
 import selcal
 stream = {"auto": None, "yes": True, "no": False}[sys.argv[3]]
 start = time.perf_counter()

@@ -28,16 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-MEASURE = """
-import json, sys, time
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_dumps import PEAK_MB  # noqa: E402
 
-
-def peak_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-
-
+MEASURE = PEAK_MB + """
 import selcal
 start = time.perf_counter()
 result = selcal.evaluate(sys.argv[1], pixels_per_image=int(sys.argv[2]))

@@ -28,19 +28,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from make_dumps import bench_dumps  # noqa: E402
+from make_dumps import PEAK_MB, bench_dumps  # noqa: E402
 
-CHILD = """
-import json, sys, time
-
-
-def peak_mb():
-    # VmHWM, not ru_maxrss: ru_maxrss keeps the parent's peak across fork + exec.
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-
-
+CHILD = PEAK_MB + """
 import selcal
 path, score, mode, src = sys.argv[1:5]
 assert selcal.__file__.startswith(src), (selcal.__file__, src)  # the code of the checkout asked for

@@ -30,6 +30,20 @@ def synthetic_logits(n: int, n_classes: int, seed: int, rows_per_block: int = 81
         yield logits, labels
 
 
+# The peak RSS of a benchmark's child process, as source its code strings start with: VmHWM, not
+# ru_maxrss (ru_maxrss keeps the parent's peak across fork + exec).
+PEAK_MB = """
+import json, sys, time
+
+
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+"""
+
+
 def write_dump(path: Path, n: int, n_classes: int, seed: int, split: str, row_group_rows: int = 8192) -> None:
     writer = None
     offset = 0
