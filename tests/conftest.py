@@ -43,6 +43,17 @@ def make_data(n: int = 400, k: int = 4, seed: int = 1, accuracy: float = 0.75):
     return logits, labels
 
 
+def boosted_logits(n: int, k: int = 4, seed: int = 0, scale: float = 2.0, boost: float = 1.0):
+    """(logits float64 (n, k), labels): N(0, scale) logits whose label's logit is raised by a
+    Gamma(2, boost) amount, so that the model is right more often than chance and over-confident
+    (a calibrator has something to fix)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(0.0, scale, (n, k))
+    logits[np.arange(n), labels] += rng.gamma(2.0, boost, n)
+    return logits, labels
+
+
 def list_type(layout: str, value_type: pa.DataType, k: int) -> pa.DataType:
     if layout == "list":
         return pa.list_(value_type)

@@ -21,6 +21,7 @@ import ref_selective  # noqa: E402
 import ref_smooth  # noqa: E402
 
 import selcal  # noqa: E402
+from conftest import boosted_logits  # noqa: E402
 from selcal import calibrators  # noqa: E402
 from selcal.evaluate import Options, evaluate_arrays  # noqa: E402
 
@@ -28,11 +29,7 @@ FOUR = ("vector", "dirichlet", "ets", "isotonic")
 
 
 def data(n=600, k=4, seed=0, scale=2.0):
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    logits = rng.normal(0.0, scale, (n, k))
-    logits[np.arange(n), labels] += rng.gamma(2.0, 1.2, n)
-    return logits, labels
+    return boosted_logits(n, k, seed, scale, boost=1.2)
 
 
 def write_dump(path, logits, labels, n_val):

@@ -10,6 +10,7 @@ import pytest
 from scipy import optimize
 from scipy.special import log_softmax, logsumexp, softmax
 
+from conftest import boosted_logits
 from selcal import calibrators as C
 from selcal.errors import SelcalError
 from selcal.scores.fits import fit_temperature
@@ -25,11 +26,7 @@ def load(name: str):
 
 
 def synthetic(n=300, k=4, seed=0, scale=2.0):
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    logits = rng.normal(0.0, scale, (n, k))
-    logits[np.arange(n), labels] += rng.gamma(2.0, 1.0, n)
-    return logits, labels
+    return boosted_logits(n, k, seed, scale, boost=1.0)
 
 
 def nll(log_p, labels):
