@@ -244,6 +244,7 @@ add(Score(
     probabilities=lambda t, state: np.exp(_vector_lp(t, state)), raw_logits=True, options=("odir_mu",),
     reports=("nll", "brier"), describe=_convex_keys, note=_convex_note("vector"), note_rank=2,
     colour="#8c564b", groups=("calibrators",), in_all=False, per_class=True,
+    reproducible_to=_calibrators.REPRODUCIBLE_TO,
 ))
 add(Score(
     "dirichlet", "Dirichlet calibration (ODIR), softmax(W log softmax(v) + b), fitted by validation NLL",
@@ -252,6 +253,7 @@ add(Score(
     options=("odir_lambda", "odir_mu"), reports=("nll", "brier"), describe=_convex_keys,
     note=_convex_note("dirichlet"), note_rank=3, colour="#e377c2", groups=("calibrators",), in_all=False,
     per_class=True, precheck=lambda n_val, n_classes, options: _calibrators.check_dirichlet_size(n_val, n_classes),
+    reproducible_to=_calibrators.REPRODUCIBLE_TO,
 ))
 add(Score(
     "ets", "ensemble temperature scaling, w1 softmax(v/T) + w2 softmax(v) + w3/K", label="ensemble TS",
@@ -261,6 +263,7 @@ add(Score(
     note=lambda m: ("ets: weights " + ", ".join(f"{w:.4f}" for w in m["params"]["weights"])
                     + f" (T = {_number(m['params']['temperature'])}, validation NLL {_number(m['val_objective'])})"),
     note_rank=4, colour="#7f7f7f", groups=("calibrators",), in_all=False,
+    reproducible_to=_calibrators.REPRODUCIBLE_TO,
 ))
 add(Score(
     "isotonic", "one-vs-rest isotonic regression of softmax(v)_k, renormalised (scikit-learn's)", label="isotonic",

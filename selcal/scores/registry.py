@@ -92,6 +92,11 @@ class Score:
         calibrators).
     in_all : chosen by ``--scores all`` (the calibrators are not: dirichlet is refused for a large K,
         and each fit costs more than the rest of a run; ``--scores calibrators`` chooses them).
+    reproducible_to : for a fit solved by a library's iterative solver (``scipy.optimize``), the relative
+        tolerance within which its fitted values, and every number derived from them, are reproducible
+        across releases of numpy and scipy: another release may stop at another point inside the fit's
+        certificate (CONVENTIONS.md, "Reproducibility"). None (the default): its numbers are exact, the
+        same bytes on every machine and release.
     """
 
     name: str
@@ -124,6 +129,7 @@ class Score:
     leaderboard: tuple = ()
     groups: tuple[str, ...] = ()
     in_all: bool = True
+    reproducible_to: float | None = None
 
     @property
     def needs_fit(self) -> bool:
