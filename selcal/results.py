@@ -153,7 +153,9 @@ def _options_dict(options) -> dict[str, Any]:
 
 
 def to_jsonable(value):
-    """Plain Python types for JSON: numpy scalars unwrapped, NaN and inf as ``None``."""
+    """Plain Python types for JSON: numpy scalars unwrapped, arrays as lists, NaN and inf as ``None``."""
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

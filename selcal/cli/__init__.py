@@ -18,6 +18,7 @@ import typer
 
 from .._version import __version__
 from ..scores import load_entry_points
+from ..scores.plugins import PROBLEMS
 
 load_entry_points()  # scores that installed packages declare (group selcal.scores), before the help names them
 
@@ -68,6 +69,8 @@ def run() -> None:
     import signal
 
     catch_signals()
+    for problem in PROBLEMS:  # a plug-in that failed to load: every other score and command works
+        say(f"selcal: warning: {problem}")
     try:
         code = app(standalone_mode=False)
     except Signalled as exc:

@@ -17,7 +17,7 @@ from ..io import Dump
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
-from ..scores import REGISTRY
+from ..scores import REGISTRY, validate
 from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
 from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,
     leak_warnings, pixel_provenance, prime_allocator, split_column_warnings, split_rows, split_warnings)
@@ -122,7 +122,7 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
     with single_threaded_blas():  # a fit summing through BLAS gives the same bits with any thread setting
         for name in fitted:
             entry = REGISTRY[name]
-            states[name] = entry.fit(val_logits, val_labels, options)
+            states[name] = validate.fitted_state(entry, val_logits, val_labels, options)
             if entry.warnings is not None and warnings is not None:
                 warnings.extend(entry.warnings(states[name]))
     per_class = [name for name in fitted if REGISTRY[name].per_class]

@@ -17,6 +17,7 @@ from ..errors import SelcalError
 from ..exact_sums import single_threaded_blas
 from ..options import Options
 from ..scores import REGISTRY
+from ..scores import validate
 from ..scores.functions import ChunkTerms
 from .split import _CHUNK_ELEMENTS, row_hashes
 
@@ -161,12 +162,12 @@ def _score_chunk(entry, terms: ChunkTerms, labels: np.ndarray, state, options: O
     """The per-row numbers of one score on a chunk, into ``out`` (keys ``field:name``)."""
     name = entry.name
     if entry.score is not None:
-        out[f"values:{name}"] = entry.score(terms, state)
+        out[f"values:{name}"] = validate.score_values(entry, terms, state)
     if entry.extra_rows is not None:
         out.update({f"extra:{key}": values for key, values in entry.extra_rows(terms, state, options).items()})
     if entry.probabilities is not None:
-        pred, top, nll, brier, bins = _probabilities_terms(entry.probabilities(terms, state), labels, options.bins,
-                                                           entry.reports)
+        pred, top, nll, brier, bins = _probabilities_terms(validate.probabilities(entry, terms, state), labels,
+                                                           options.bins, entry.reports)
         out[f"confidence:{name}"] = top
         out.setdefault(f"values:{name}", top)
         if entry.own_predictions:

@@ -23,10 +23,7 @@ import numpy as np
 
 from .functions import ChunkTerms, log_msp
 
-__all__ = ["Score", "REGISTRY", "add", "register_score", "score_names", "get", "fitted", "load_entry_points",
-           "ENTRY_POINT_GROUP"]
-
-ENTRY_POINT_GROUP = "selcal.scores"
+__all__ = ["Score", "REGISTRY", "ORIGIN", "add", "register_score", "score_names", "get", "fitted", "is_builtin"]
 
 
 @dataclass(frozen=True)
@@ -220,20 +217,36 @@ class BoardColumn:
 
 
 REGISTRY: dict[str, Score] = {}
+# Where each entry was registered, for messages: BUILT_IN, "register_score in MODULE" or the entry point.
+ORIGIN: dict[str, str] = {}
+BUILT_IN = "built into selcal"
+_registering: list[str] = []  # the entry point being loaded (selcal.scores.plugins), which every add names
 
 
-def add(entry: Score) -> Score:
-    """Add an entry to :data:`REGISTRY` (its order is the order of the report's columns)."""
+def add(entry: Score, *, origin: str | None = None) -> Score:
+    """Add an entry to :data:`REGISTRY` (its order is the order of the report's columns). A name
+    already registered is refused, naming both registrations."""
     if not isinstance(entry, Score):
         raise TypeError("add() takes a selcal.scores.Score")
+    function = entry.score or entry.probabilities or entry.softmax
+    module = getattr(function, "__module__", None) or "?"
+    origin = (_registering[-1] if _registering else origin) or (
+        BUILT_IN if module.startswith("selcal.") else f"add in {module}")
     if not entry.name or entry.name == "all" or "," in entry.name or "." in entry.name:
-        raise ValueError(f"a score needs a name without ',' or '.', other than 'all'; got {entry.name!r}")
+        raise ValueError(f"a score needs a name without ',' or '.', other than 'all'; got {entry.name!r} ({origin})")
     if entry.name in REGISTRY:
-        raise ValueError(f"score {entry.name!r} is already registered")
+        raise ValueError(f"score {entry.name!r} ({origin}) is refused: the name is already registered "
+                         f"({ORIGIN.get(entry.name, 'registered')}); give it another name")
     if entry.score is None and not entry.has_probabilities:
         raise ValueError(f"score {entry.name!r} needs a score function")
     REGISTRY[entry.name] = entry
+    ORIGIN[entry.name] = origin
     return entry
+
+
+def is_builtin(name: str) -> bool:
+    """Whether the score ``name`` is one of selcal's own (its exceptions are selcal's bugs)."""
+    return ORIGIN.get(name) == BUILT_IN
 
 
 def register_score(name: str, *, score: Callable[[np.ndarray, Any], np.ndarray],
@@ -277,13 +290,13 @@ def register_score(name: str, *, score: Callable[[np.ndarray, Any], np.ndarray],
     user_probabilities = probabilities
 
     def probabilities_of(terms: ChunkTerms, state) -> np.ndarray:
-        return np.asarray(user_probabilities(terms.logits, state), dtype=np.float64)
+        return user_probabilities(terms.logits, state)  # (checked by selcal.scores.validate)
 
     return add(Score(
         name=name, description=description, label=label, raw_logits=raw_logits, options=tuple(options),
-        score=lambda terms, state: np.asarray(user_score(terms.logits, state), dtype=np.float64),
+        score=lambda terms, state: user_score(terms.logits, state),
         fit=fit, probabilities=None if probabilities is None else probabilities_of,
-    ))
+    ), origin=f"register_score in {getattr(score, '__module__', None) or '?'}")
 
 
 def get(name: str) -> Score | None:
@@ -336,26 +349,3 @@ def choices() -> str:
     """The choices of ``--scores`` for a message: every name, then the groups."""
     return f"{', '.join(REGISTRY)}, or {', '.join(groups())}"
 
-
-_loaded = False
-
-
-def load_entry_points() -> list[str]:
-    """Load the scores that installed packages declare in the entry point group ``selcal.scores``
-    (once; the CLI calls it). Each entry point names a :class:`Score` (added), or a function
-    called with no argument that registers its scores. Returns the names added."""
-    global _loaded
-    if _loaded:
-        return []
-    _loaded = True
-    from importlib.metadata import entry_points
-
-    before = set(REGISTRY)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        target = point.load()
-        if isinstance(target, Score):
-            if target.name not in REGISTRY:
-                add(target)
-        else:
-            target()
-    return [name for name in REGISTRY if name not in before]
