@@ -21,6 +21,7 @@ __all__ = [
     "BinnedCalibration",
     "binned_calibration",
     "expected_calibration_error",
+    "rms_calibration_error",
     "adaptive_calibration_error",
     "AECE_ESTIMATORS",
     "mbls_adaptive_bin_edges",
@@ -70,6 +71,12 @@ class BinnedCalibration:
         """sum_b (n_b / N) |acc_b - conf_b| over the non-empty bins, as sum_b |hits_b - conf_sum_b| / N."""
         return math.fsum(np.abs(self.hits - self.confidence_sum)) / float(np.sum(self.count))
 
+    def weighted_square_gap(self) -> float:
+        """sum_b (n_b / N) (acc_b - conf_b)² over the non-empty bins, as sum_b (hits_b - conf_sum_b)² / n_b / N."""
+        n = self.count[self.nonempty]
+        return math.fsum((self.hits[self.nonempty] - self.confidence_sum[self.nonempty]) ** 2 / n) \
+            / float(np.sum(self.count))
+
 
 def _fsum_by_group(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
     """Exact (correctly rounded) sum of ``values`` within each group 0..n_groups-1."""
@@ -107,6 +114,32 @@ def expected_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) 
     0.4
     """
     return binned_calibration(confidence, correct, n_bins).weighted_gap()
+
+
+def rms_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) -> float:
+    """RMS calibration error (the L2 form of ECE): sqrt(sum_b (n_b/N) (acc_b - conf_b)²) over the
+    non-empty equal-width bins of :func:`expected_calibration_error`.
+
+    It weighs a large gap in a few rows more than ECE does, and is never smaller than ECE
+    (Jensen: the root of a weighted mean square is at least the weighted mean).
+
+    References
+    ----------
+    Hendrycks et al., "Deep anomaly detection with outlier exposure", ICLR 2019 (RMS calibration
+    error); torchmetrics' ``CalibrationError(norm="l2")``, with the bins above.
+
+    Examples
+    --------
+    The bins of the ECE example: gaps 0.4 and 0.4, each with half the rows,
+    so RMSCE = sqrt(0.5 * 0.16 + 0.5 * 0.16) = 0.4; with gaps 0.4 (3 rows) and 0 (1 row),
+    sqrt(0.75 * 0.16) = 0.3464...
+
+    >>> round(rms_calibration_error([0.9, 0.9, 0.6, 0.6], [1, 0, 1, 1], n_bins=10), 12)
+    0.4
+    >>> round(rms_calibration_error([0.6, 0.6, 0.6, 1.0], [1, 1, 1, 1], n_bins=10), 12)
+    0.346410161514
+    """
+    return math.sqrt(binned_calibration(confidence, correct, n_bins).weighted_square_gap())
 
 
 def maximum_calibration_error(confidence, correct, n_bins: int = DEFAULT_BINS) -> float:

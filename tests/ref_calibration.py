@@ -88,6 +88,25 @@ def ece(confidence, correct, n_bins: int) -> float:
     return float(ece_exact(confidence, correct, n_bins))
 
 
+def rmsce(confidence, correct, n_bins: int) -> float:
+    """torchmetrics' ``CalibrationError(norm="l2")`` written out (its ``_ce_compute``): per bin the
+    accuracy acc_b, the mean confidence conf_b and the proportion of rows prop_b = n_b / N, then
+    sqrt(sum_b (acc_b - conf_b)^2 prop_b) over the non-empty bins; exact until the square root
+    (on selcal's bins (b/B, (b+1)/B], where torchmetrics bins [b/B, (b+1)/B))."""
+    n = len(confidence)
+    count, hits, conf = _equal_width_bins(confidence, correct, n_bins)
+    total = Fraction(0)
+    for b in range(n_bins):
+        if count[b] == 0:
+            continue
+        acc_b, conf_b, prop_b = hits[b] / count[b], conf[b] / count[b], Fraction(count[b], n)
+        total += (acc_b - conf_b) ** 2 * prop_b
+    with localcontext() as context:
+        context.prec = DECIMAL_DIGITS
+        root = (Decimal(total.numerator) / Decimal(total.denominator)).sqrt()
+    return float(root)
+
+
 def mce(confidence, correct, n_bins: int) -> float:
     """max over non-empty bins of |acc_b - conf_b|."""
     count, hits, conf = _equal_width_bins(confidence, correct, n_bins)

@@ -52,6 +52,7 @@ def plain_metrics(data: RowData, rows: np.ndarray) -> dict:
     q = data.confidence["q"][rows]
     out["q"].update(
         ece=calibration.expected_calibration_error(q, correct, data.bins),
+        rmsce=calibration.rms_calibration_error(q, correct, data.bins),
         aece=calibration.adaptive_calibration_error(q, correct, data.bins),
         mce=calibration.maximum_calibration_error(q, correct, data.bins),
         brier=data.row_means["q.brier"][rows].mean(),
@@ -172,7 +173,7 @@ def test_resampled_metrics_equal_evaluate_arrays_on_the_resampled_logits():
                     assert values[i] == pytest.approx(expected, abs=TOL, rel=0), (level, key)
     # Every selective and calibration metric of every score has resampled values (class-wise ECE aside).
     for name, metrics in model.scores.items():
-        wanted = {k for k in metrics if k in ("aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll",
+        wanted = {k for k in metrics if k in ("aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "rmsce", "aece", "mce", "nll",
                                                "brier", "smece", "smece_sigma") or k.startswith(("cov@", "risk@"))}
         assert wanted == set(got[name]), name
 
@@ -252,7 +253,7 @@ def test_intervals_in_the_json_and_schema_1_keys_unchanged():
     for name, metrics in model["scores"].items():
         ci = metrics.pop("ci")
         assert metrics == plain["models"][0]["scores"][name]  # nothing else changed
-        keys = {k for k in metrics if k in {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "aece", "mce", "nll",
+        keys = {k for k in metrics if k in {"aurc", "eaurc", "augrc", "auroc", "fpr95", "ece", "rmsce", "aece", "mce", "nll",
                                             "brier", "smece", "smece_sigma"} or k.startswith(("cov@", "risk@"))}
         assert set(ci) == keys, name
         for low_high in ci.values():

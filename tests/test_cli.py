@@ -25,7 +25,7 @@ from selcal.report import EvaluationResult
 
 SELECTIVE_KEYS = {"aurc", "eaurc", "augrc", "auroc", "fpr95",
                   "cov@0.01", "cov@0.05", "cov@0.1", "risk@0.5", "risk@0.8", "risk@0.9"}
-CALIBRATION_KEYS = {"ece", "aece", "mce"}
+CALIBRATION_KEYS = {"ece", "rmsce", "aece", "mce"}
 MODEL_KEYS = {"name": str, "path": str, "num_classes": int, "n_eval": int, "n_val": int, "split": str,
               "accuracy": float, "error": float, "nll": float, "brier": float, "cece": float, "scores": dict}
 

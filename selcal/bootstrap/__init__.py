@@ -17,7 +17,7 @@ sorting again:
   the same groups; FPR@95%TPR and risk@c are found by searches in the cumulative weights,
   and the last feasible point of cov@r is the last point or one just before a group
   holding an error.
-* ECE and MCE from weighted sums over the equal-width bins; adaptive ECE *exactly*, not
+* ECE, RMS-CE and MCE from weighted sums over the equal-width bins; adaptive ECE *exactly*, not
   approximated: the equal-mass boundaries of a resample fall at fixed positions (it has N
   rows too) of the original confidence order with every row repeated by its weight, so each
   boundary is found by a search in the cumulative weights of the original runs of equal

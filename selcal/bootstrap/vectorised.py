@@ -248,6 +248,7 @@ class Prepared:
         ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
         with np.errstate(divide="ignore", invalid="ignore"):
             gaps = np.abs(bin_hits / count - bin_confidence / count)
+            rmsce = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0), axis=1) / n)
         mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
         # Equal-mass groups: the sorted position holding each group's last resampled row.
         m = binning.group_ends[None, :] if (n == self.data.n).all() else _equal_mass_ends(n, self.data.bins)
@@ -266,7 +267,7 @@ class Prepared:
         aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
         if self.data.aece_estimator == "mbls":
             aece = self._mbls_aece(binning, n, weight, confidence, hits)
-        out = {"ece": ece, "aece": aece, "mce": mce}
+        out = {"ece": ece, "rmsce": rmsce, "aece": aece, "mce": mce}
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k)]
             if wanted:

@@ -11,7 +11,7 @@ from . import catalog  # noqa: F401
 from .catalog import CATALOG, Metric  # noqa: F401
 
 FUNCTIONS = ("aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage", "error_auroc", "fpr_at_95_tpr", "ece",
-             "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve")
+             "rmsce", "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve")
 
 __all__ = ["catalog", "CATALOG", "Metric", *FUNCTIONS]
 

@@ -9,7 +9,7 @@ HTML report all read it; none keeps its own list.
 
 Adding a metric is one entry below plus its function: a metric of a score's top-label
 confidence gives ``compute(confidence, correct, options) -> float``; the evaluation then
-reports it for every score with probabilities (after ECE, adaptive ECE and MCE), and the
+reports it for every score with probabilities (after ECE, RMSCE, adaptive ECE and MCE), and the
 bootstrap gives it an interval by computing it again on every resample (unless the entry
 says ``interval=False``).
 
@@ -164,6 +164,8 @@ for _metric in (
     # calibration of a top-label confidence
     Metric("ece", "ECE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.expected_calibration_error(q, y, o.bins)),
+    Metric("rmsce", "RMS-CE", section="calibration", options=("bins",),
+           compute=lambda q, y, o: calibration.rms_calibration_error(q, y, o.bins)),
     Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
@@ -271,7 +273,7 @@ def computations() -> list[Metric]:
     Examples
     --------
     >>> [m.gives for m in computations()]
-    [('ece',), ('aece',), ('mce',), ('smece', 'smece_sigma')]
+    [('ece',), ('rmsce',), ('aece',), ('mce',), ('smece', 'smece_sigma')]
     """
     return [m for m in CATALOG.values() if m.compute is not None and m.key == m.gives[0]]
 

@@ -36,7 +36,7 @@ from ..options import DEFAULTS, Options
 from . import catalog
 
 __all__ = ["aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage", "error_auroc", "fpr_at_95_tpr", "ece",
-           "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve",
+           "rmsce", "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve",
            "INPUT_KINDS"]
 
 INPUT_KINDS = ("logits", "probs", "logprobs", "confidence")
@@ -366,6 +366,18 @@ def ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bi
     0.4
     """
     return _catalog_value("ece", y_true, y_pred, input_kind, _options(scores=(score,), bins=bins))
+
+
+@_doc("rmsce", bins=True)
+def rmsce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
+    """RMS calibration error: ECE's bins, the root of the weighted mean squared gap (torchmetrics' ``norm="l2"``).
+
+    Examples
+    --------
+    >>> round(rmsce([True, False, True, True], [0.9, 0.8, 0.6, 0.3], input_kind="confidence", bins=2), 12)
+    0.360555127546
+    """
+    return _catalog_value("rmsce", y_true, y_pred, input_kind, _options(scores=(score,), bins=bins))
 
 
 @_doc("aece", bins=True, extra="""

@@ -13,7 +13,7 @@ import pytest
 from conftest import make_data
 from ref_calibration import aece as ref_aece
 from ref_calibration import brier64, classwise_ece as ref_classwise_ece, ece as ref_ece, mce as ref_mce, nll64
-from ref_calibration import softmax64
+from ref_calibration import rmsce as ref_rmsce, softmax64
 from ref_selective import (auroc_pairs, aurc_by_thresholds, augrc_by_thresholds, coverage_at_risk_loop,
                            eaurc_reference, fpr_at_tpr_loop, risk_at_coverage_loop)
 from ref_smooth import smece as ref_smece
@@ -29,7 +29,7 @@ SCORE_METRICS = {
     "aurc": ("aurc", {}), "eaurc": ("eaurc", {}), "augrc": ("augrc", {}), "error_auroc": ("auroc", {}),
     "fpr_at_95_tpr": ("fpr95", {}), "coverage_at_risk": (f"cov@{RISK:g}", {"risk": RISK}),
     "risk_at_coverage": (f"risk@{COVERAGE:g}", {"coverage": COVERAGE}), "ece": ("ece", {"bins": BINS}),
-    "adaptive_ece": ("aece", {"bins": BINS}), "mce": ("mce", {"bins": BINS}), "smooth_ece": ("smece", {}),
+    "rmsce": ("rmsce", {"bins": BINS}), "adaptive_ece": ("aece", {"bins": BINS}), "mce": ("mce", {"bins": BINS}), "smooth_ece": ("smece", {}),
 }
 MODEL_METRICS = {"nll": ("nll", {}), "brier": ("brier", {}), "classwise_ece": ("cece", {"bins": BINS})}
 OPTIONS = dict(risks=[RISK], coverages=[COVERAGE], bins=BINS)
@@ -116,6 +116,7 @@ def test_the_functions_against_the_oracles():
     assert metrics.risk_at_coverage(c, q, 0.5, **kw) == pytest.approx(float(risk_at_coverage_loop(q, c, 0.5)))
     assert metrics.ece(c, q, bins=7, **kw) == pytest.approx(ref_ece(q, c, 7), abs=1e-14)
     assert metrics.mce(c, q, bins=7, **kw) == pytest.approx(ref_mce(q, c, 7), abs=1e-14)
+    assert metrics.rmsce(c, q, bins=7, **kw) == pytest.approx(ref_rmsce(q, c, 7), abs=1e-14)
     assert metrics.adaptive_ece(c, q, bins=7, **kw) == pytest.approx(ref_aece(q, c, 7), abs=1e-14)
     logits, labels = make_data(n=80, k=3, seed=8)
     p = softmax64(logits)
