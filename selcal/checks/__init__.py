@@ -32,7 +32,7 @@ from ..metrics.catalog import better
 from .check_results import check, primary_metrics
 from .compare_dumps import compare, compare_files, labels_differ
 from .load import HIGHER_IS_BETTER, LOWER_IS_BETTER, MODEL_LEVEL, Metric, load_result, metrics_of
-from .specs import Spec, parse_bounds, parse_spec, parse_specs
+from .specs import Spec, parse_bound, parse_bounds, parse_spec, parse_specs
 from .verdict import CLOSE, Report, Row, is_close
 
 
@@ -41,6 +41,7 @@ __all__ = [
     "HIGHER_IS_BETTER",
     "better",
     "load_result",
+    "parse_bound",
     "parse_bounds",
     "parse_specs",
     "Spec",

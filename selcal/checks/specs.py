@@ -1,5 +1,8 @@
-"""Metric specs of the options (``msp.aurc``, ``aurc``, ``MODEL:msp.aurc``) and bounds
-(``METRIC=VALUE``)."""
+"""Metric specs of the options (``msp.aurc``, ``aurc_msp``, ``aurc``, ``MODEL:msp.aurc``) and bounds
+(``METRIC=VALUE``, the value in the unit the tables show, ``6%``, or as a fraction, ``0.06``).
+
+:func:`parse_bounds` is the one parser of bounds and tolerances: ``check``, ``compare`` and ``study``
+read theirs with it."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..errors import SelcalError
+from ..metrics import catalog
 from ..metrics.catalog import better
-from ..scores import REGISTRY as SCORE_NAMES
 from .load import HIGHER_IS_BETTER, LOWER_IS_BETTER, Metric
 
 
@@ -38,17 +41,21 @@ def parse_spec(text: str, option: str) -> Spec:
 
     Examples
     --------
+    Every metric has one set of names: ``msp.aurc`` (the JSON's) and ``aurc_msp`` (the leaderboard
+    CSV's column) are the same metric, and a family's value may be given in percent (``cov@5%``).
+
     >>> parse_spec("msp.cov@0.05", "--max")
     Spec(text='msp.cov@0.05', model=None, score='msp', metric='cov@0.05')
+    >>> parse_spec("aurc_max_logit", "--metric")
+    Spec(text='aurc_max_logit', model=None, score='max_logit', metric='aurc')
     """
     model, _, name = text.strip().rpartition(":")
     name = name.strip()
     model = model.strip() or None
     if name == "*":
         return Spec(text, model, None, None)
-    head, dot, tail = name.partition(".")
     # a registered score, or any other name before a metric with a direction: a score column (--score-col)
-    score, metric = (head, tail) if dot and (head in SCORE_NAMES or better(tail) is not None) else (None, name)
+    score, metric = catalog.split_name(name)
     if not metric or better(metric) is None:
         known = ", ".join(LOWER_IS_BETTER + HIGHER_IS_BETTER + ("cov@R", "risk@C"))
         raise SelcalError(f"{option} {text}: '{metric or name}' is not a metric with a direction; "
@@ -61,20 +68,52 @@ def parse_specs(texts: Iterable[str], option: str) -> list[Spec]:
 
 
 def parse_bounds(texts: Iterable[str], option: str) -> list[tuple[Spec, float]]:
-    """``["msp.aurc=0.06", ...]`` -> [(Spec, 0.06), ...]; bad syntax raises SelcalError."""
-    out = []
-    for text in texts or ():
-        name, equals, value = text.partition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not equals or not name.strip() or not math.isfinite(number):
-            raise SelcalError(f"{option} takes METRIC=VALUE, e.g. {option} msp.aurc=0.06; got {text!r}")
-        if option == "--tolerance" and number < 0:
-            raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
-        out.append((parse_spec(name, option), number))
-    return out
+    """``["msp.aurc=6%", "aurc_temp=0.05", ...]`` -> [(Spec, 0.06), (Spec, 0.05), ...]: the bounds
+    (``--max``, ``--min``) or tolerances (``--tolerance``) of an option, each value a fraction.
+
+    A value is given in the unit the tables show (``6%`` of a metric shown in percent) or as the
+    fraction the JSON holds (``0.06``); a bare number that cannot be a fraction (beyond 1 in size)
+    of a metric shown in percent is refused with the two ways to write it, and so is a percent of a
+    metric that is a plain number (NLL, Brier). Bad syntax raises :class:`SelcalError` too.
+
+    Examples
+    --------
+    >>> [(spec.text, value) for spec, value in parse_bounds(["msp.aurc=6%", "aurc_temp=0.05", "nll=0.4"], "--max")]
+    [('msp.aurc', 0.06), ('aurc_temp', 0.05), ('nll', 0.4)]
+    >>> parse_bounds(["msp.aurc=6"], "--max")
+    Traceback (most recent call last):
+    ...
+    selcal.errors.SelcalError: --max msp.aurc=6: AURC is a fraction, shown in percent: 6 would be 600%; write msp.aurc=6% or msp.aurc=0.06
+    """
+    return [parse_bound(text, option) for text in texts or ()]
+
+
+def parse_bound(text: str, option: str) -> tuple[Spec, float]:
+    """One ``METRIC=VALUE`` of :func:`parse_bounds`."""
+    name, equals, value = text.partition("=")
+    value = value.strip()
+    percent = value.endswith("%")
+    try:
+        number = float(value[:-1] if percent else value)
+    except ValueError:
+        number = math.nan
+    if not equals or not name.strip() or not math.isfinite(number):
+        raise SelcalError(f"{option} takes METRIC=VALUE, e.g. {option} msp.aurc=6% (or 0.06); got {text!r}")
+    spec = parse_spec(name, option)
+    in_percent = spec.metric is None or catalog.unit(spec.metric) == "pct"  # (* covers the percent metrics too)
+    shown = "every metric" if spec.metric is None else catalog.name(spec.metric)
+    if percent and not in_percent:
+        raise SelcalError(f"{option} {text}: {shown} is a plain number, not shown in percent; "
+                          f"write {name.strip()}={number:g}")
+    if not percent and in_percent and abs(number) > 1:
+        what = (f"{shown} is a fraction, shown in percent" if spec.metric is not None
+                else "* covers the metrics shown in percent")
+        raise SelcalError(f"{option} {text}: {what}: {number:g} would be {100 * number:g}%; "
+                          f"write {name.strip()}={number:g}% or {name.strip()}={number / 100:g}")
+    number = number / 100 if percent else number
+    if option == "--tolerance" and number < 0:
+        raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
+    return spec, number
 
 
 def most_specific(bounds: Sequence[tuple[Spec, float]], metric: Metric) -> float | None:
@@ -86,4 +125,5 @@ def require_matches(specs: Iterable[Spec], metrics: Sequence[Metric], option: st
     for spec in specs:
         if not any(spec.matches(m) for m in metrics):
             raise SelcalError(f"{option} {spec.text}: {path} has no such metric; "
-                              "names look like msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc")
+                              "names look like msp.aurc (or aurc_msp, the CSV's column), aurc (every score), accuracy "
+                              "or MODEL:msp.aurc")

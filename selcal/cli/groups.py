@@ -38,7 +38,8 @@ FILES_HELP = f"TEST dumps, one model each: {FORMATS} (a folder of logs: a model 
 INPUT_HELP = ("What the logit columns hold: logits, probs (probabilities; their logs are the logits, and the scores "
               "that need raw logits are not available) or logprobs. Default: probabilities are detected (every row "
               "in [0, 1] summing to 1 within 1e-3; columns prob_k are probabilities).")
-BOUND_HELP = "METRIC=VALUE, METRIC as msp.aurc, aurc (every score), accuracy or MODEL:msp.aurc; repeatable."
+BOUND_HELP = ("METRIC=VALUE, METRIC as msp.aurc (or aurc_msp, the CSV's column), aurc (every score), accuracy or "
+              "MODEL:msp.aurc; VALUE in the tables' unit (6%) or as a fraction (0.06); repeatable.")
 
 
 def _text(values) -> str:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+import math
 
 import numpy as np
 
 from .. import calibration, smooth
 
 __all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "better", "has_interval", "section",
-           "model_level", "computations", "definition_options", "need_logits", "FAMILIES"]
+           "model_level", "computations", "definition_options", "need_logits", "FAMILIES", "split_name", "column"]
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,62 @@ def _split(key: str) -> tuple[str | None, str]:
     """(score, metric) of ``msp.aurc``; (None, key) of ``aurc`` (the dot of ``cov@0.05`` is no score's)."""
     score, dot, metric = key.partition(".")
     return (score, metric) if dot and "@" not in score else (None, key)
+
+
+def split_name(text: str) -> tuple[str | None, str]:
+    """(score, key) of a metric named in any of its spellings: ``msp.aurc`` (the JSON's, ``check``'s),
+    ``aurc_msp`` (the leaderboard CSV's column, :func:`column`), a key alone (``aurc``: score None);
+    a family's value also in percent, as the tables show it (``msp.cov@5%`` is ``msp.cov@0.05``).
+    The score is not looked up (a column of the file may be one); an unknown key comes back as is.
+
+    Examples
+    --------
+    >>> split_name("msp.aurc"), split_name("aurc_max_logit"), split_name("smece_sigma_temp")
+    (('msp', 'aurc'), ('max_logit', 'aurc'), ('temp', 'smece_sigma'))
+    >>> split_name("cov@5%_msp"), split_name("msp.risk@0.5"), split_name("top5_accuracy")
+    (('msp', 'cov@0.05'), ('msp', 'risk@0.5'), (None, 'top5_accuracy'))
+    """
+    text = text.strip()
+    score, dot, key = text.partition(".")
+    if dot and "@" not in score:  # (the dot of cov@0.05 is no score's)
+        return score, _family_value(key)
+    if _is_key(_family_value(text)):
+        return None, _family_value(text)
+    for key in sorted(CATALOG, key=len, reverse=True):  # the longest key first: smece_sigma before smece
+        if CATALOG[key].family:
+            head, _, rest = text.partition("_") if text.startswith(key) else ("", "", "")
+            if rest and _is_key(_family_value(head)):
+                return rest, _family_value(head)
+        elif text.startswith(key + "_") and len(text) > len(key) + 1:
+            return text[len(key) + 1:], key
+    return None, text
+
+
+def _is_key(key: str) -> bool:
+    """A key of the catalog, or a family's with a number after its ``@`` (``cov@0.05``)."""
+    metric = get(key)
+    if metric is None or not metric.family:
+        return metric is not None
+    try:
+        return math.isfinite(float(key[len(metric.key):]))
+    except ValueError:
+        return False
+
+
+def _family_value(key: str) -> str:
+    """``cov@5%`` -> ``cov@0.05`` (a family's value as its keys write it); any other key as is."""
+    head, at, value = key.partition("@")
+    if not at or not value.endswith("%"):
+        return key
+    try:
+        return f"{head}@{float(value[:-1]) / 100:g}"
+    except ValueError:
+        return key
+
+
+def column(score: str, key: str) -> str:
+    """The leaderboard CSV's column of a score's metric: ``aurc_msp``, ``ece_temp``."""
+    return f"{key}_{score}"
 
 
 def name(key: str) -> str:

@@ -29,7 +29,7 @@ def _board_columns() -> dict[str, tuple]:
                "top5_accuracy": ("top-5", catalog.unit("top5_accuracy"), False)}
     summary = []
     for name, entry in REGISTRY.items():
-        columns[f"aurc_{name}"] = metric(name, "aurc")
+        columns[catalog.column(name, "aurc")] = metric(name, "aurc")
         for column in entry.leaderboard:
             if column.place == "score":
                 columns[column.key] = (column.header, column.kind, column.lower_is_better)
@@ -132,10 +132,14 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
     if sort_by is None:
         sort_by = sweep or DEFAULT_SORT
     sortable = [*LEADERBOARD_COLUMNS, *(c for c in _row_extras() if c != "sweep"),
-                *(f"aurc_{name}" for name in column_scores), *([sweep] if sweep else [])]
+                *(catalog.column(name, "aurc") for name in column_scores), *([sweep] if sweep else [])]
+    if sort_by not in sortable and sort_by != sweep:  # a metric as check names it (msp.aurc): its CSV column
+        score, key = catalog.split_name(sort_by)
+        sort_by = catalog.column(score, key) if score is not None else sort_by
     deferred = not result.models and sort_by.startswith("aurc_")  # checked before the work: columns unknown yet
     if sort_by not in sortable and not deferred:
-        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)}")
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)} "
+                          "(a score's metric also as check names it: msp.aurc is aurc_msp)")
     rows = []
     for model in result.models:
         scores = model.scores
@@ -149,8 +153,8 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
             **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
-            **{f"aurc_{name}": aurc.get(name) for name in REGISTRY},
-            **{f"aurc_{name}": aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
+            **{catalog.column(name, "aurc"): aurc.get(name) for name in REGISTRY},
+            **{catalog.column(name, "aurc"): aurc.get(name) for name in column_scores},  # columns of the file (--score-col)
             "best_score": best_any,
             "aurc_best_score": defined.get(best_any) if best_any else None,
             "best_posthoc": best,
@@ -339,7 +343,7 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
 
     shown = set(_shown_columns(rows))
     # the columns of the default scores are always written, those of other scores when some model has them
-    optional = {f"aurc_{name}" for name in REGISTRY if name not in DEFAULT_SCORES}
+    optional = {catalog.column(name, "aurc") for name in REGISTRY if name not in DEFAULT_SCORES}
     columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
     flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
     at = columns.index("best_score")
