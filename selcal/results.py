@@ -12,9 +12,23 @@ import numpy as np
 
 from ._version import __version__
 
-__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable"]
+__all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "json_schema"]
 
 SCHEMA_VERSION = 1
+
+
+def json_schema(version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the results JSON of schema ``version``, shipped with the
+    package as ``selcal/schema/result-{version}.json``.
+
+    Examples
+    --------
+    >>> json_schema()["title"]
+    'selcal evaluation result, schema 1'
+    """
+    from importlib.resources import files
+
+    return json.loads(files("selcal").joinpath(f"schema/result-{version}.json").read_text(encoding="utf-8"))
 
 
 @dataclass

@@ -8,6 +8,7 @@ layout and dtype holds the very same numbers.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -207,6 +208,49 @@ def assert_same_numbers(a: dict, b: dict, drop=()):
                 else:
                     lines.append(f"{key}: {a.get(key, '<missing>')!r} != {b.get(key, '<missing>')!r}")
         raise AssertionError("results differ:\n" + "\n".join(lines[:40]))
+
+
+# ---------------------------------------------------------------- every results JSON against its schema
+@functools.lru_cache(maxsize=1)
+def _result_validator():
+    import jsonschema
+
+    from selcal.results import json_schema
+
+    return jsonschema.Draft202012Validator(json_schema())
+
+
+def result_schema_errors(document: dict) -> list[str]:
+    """What makes ``document`` (a results JSON, schema 1) invalid by selcal/schema/result-1.json, one line
+    per error naming where; empty when it is valid."""
+    return [f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message}"
+            for error in _result_validator().iter_errors(document)]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_results_json_follows_its_schema():
+    """Every results JSON the test suite writes (``EvaluationResult.to_json``: the CLI's ``--json``, the
+    API's, the report's) is checked against the published JSON Schema as it is written; an invalid one
+    fails the test that wrote it. Without the ``jsonschema`` package (the test extra) nothing is checked."""
+    try:
+        _result_validator()
+    except ImportError:
+        yield
+        return
+    from selcal.results import EvaluationResult
+
+    written = EvaluationResult.to_json
+
+    def checked(self) -> str:
+        text = written(self)
+        errors = result_schema_errors(json.loads(text))
+        if errors:
+            raise AssertionError("the results JSON breaks selcal/schema/result-1.json: " + "; ".join(errors[:5]))
+        return text
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EvaluationResult, "to_json", checked)
+        yield
 
 
 def is_number(value) -> bool:
