@@ -286,7 +286,7 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     correct = rows.correct if rows.correct is not None else result.rows.correct
     metrics = result.scores[name]
     return Scored([ScoredRows(rows.values, correct, rows.confidence)], entry.is_probability(metrics),
-                  result.states.get(name), entry.note(metrics) if entry.note is not None else "",
+                  result.states.get(name), entry.display.note(metrics) if entry.display.note is not None else "",
                   list(result.warnings))
 
 

@@ -230,7 +230,7 @@ def sweep_series(models, name: str) -> SweepSeries:
     for key in risks:
         panels.append(SweepPanel(key, f"coverage at {100 * float(key[4:]):g}% risk",
                                  {s: np.array([value(m, s, key) for m in models]) for s in score_names}))
-    shown = [(name, entry.sweep_label) for name, entry in REGISTRY.items() if entry.sweep_label]
+    shown = [(name, entry.display.sweep_label) for name, entry in REGISTRY.items() if entry.display.sweep_label]
     for key, title in ((k, catalog.name(k)) for k in ("ece", "aece")):
         drawn = [(s, label) for s, label in shown if any(key in m.scores.get(s, {}) for m in models)]
         if drawn:

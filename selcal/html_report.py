@@ -310,7 +310,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     # the AURC of every score some model has, then the summary columns the registry's entries add
     score_names = [s for s in REGISTRY if any(s in m.scores for m in result.models)]
     parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
-    summary = [c for e in REGISTRY.values() if e.name in score_names for c in e.leaderboard
+    summary = [c for e in REGISTRY.values() if e.name in score_names for c in e.display.leaderboard
                if c.place in ("summary", "report") and c.kind in ("pct", "num")
                and any(c.value(m.scores) is not None for m in result.models)]
     summary.sort(key=lambda c: c.rank)

@@ -398,7 +398,8 @@ def test_the_sweep_lines_of_ece_take_their_scores_colours_from_the_registry(monk
     from selcal.figures.sweep import figure_sweep
     from selcal.scores import REGISTRY
 
-    monkeypatch.setitem(REGISTRY, "temp", replace(REGISTRY["temp"], sweep_label="calibrated", colour="#123456"))
+    shown = replace(REGISTRY["temp"].display, sweep_label="calibrated", colour="#123456")
+    monkeypatch.setitem(REGISTRY, "temp", replace(REGISTRY["temp"], display=shown))
     rng = np.random.default_rng(5)
     models = []
     for i, alpha in enumerate((0.0, 0.1)):

@@ -296,7 +296,7 @@ def test_every_registered_score_is_described_and_in_all_or_a_group():
     assert grouped == set(scores.REGISTRY)
     assert Options().scores == ("msp", "max_logit", "pnorm", "temp")
     for name, spec in scores.REGISTRY.items():
-        assert spec.name == name and spec.description
+        assert spec.name == name and spec.display.description
         assert f"aurc_{name}" in LEADERBOARD_COLUMNS
         assert spec.score is not None or spec.has_probabilities
 

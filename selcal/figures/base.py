@@ -37,7 +37,9 @@ class _FromRegistry:
 
     def _of(self, name: str):
         entry = REGISTRY.get(name)
-        return None if entry is None else entry.shown_as if self.field == "label" else getattr(entry, self.field)
+        if entry is None:
+            return None
+        return entry.shown_as if self.field == "label" else getattr(entry.display, self.field)
 
     def get(self, name: str, default=None):
         value = self._of(name)
@@ -199,7 +201,8 @@ def pct(value) -> str:
 def score_detail(name: str, model) -> str:
     """What was fitted for a score (its registry entry's ``legend``): ' (p = 2)', ' (T = 2.28)' or ''."""
     entry = REGISTRY.get(name)
-    return entry.legend(model.scores.get(name, {})) if entry is not None and entry.legend is not None else ""
+    legend = None if entry is None else entry.display.legend
+    return legend(model.scores.get(name, {})) if legend is not None else ""
 
 
 def score_label(name: str, model=None, limit: int | None = None, *, escape: bool = True) -> str:

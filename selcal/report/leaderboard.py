@@ -30,7 +30,7 @@ def _board_columns() -> dict[str, tuple]:
     summary = []
     for name, entry in REGISTRY.items():
         columns[catalog.column(name, "aurc")] = metric(name, "aurc")
-        for column in entry.leaderboard:
+        for column in entry.display.leaderboard:
             if column.place == "score":
                 columns[column.key] = (column.header, column.kind, column.lower_is_better)
             elif column.place == "summary":
@@ -46,7 +46,7 @@ def _board_columns() -> dict[str, tuple]:
 
 def _board_extras() -> list[BoardColumn]:
     """The columns the registry's entries add to the leaderboard."""
-    return [column for entry in REGISTRY.values() for column in entry.leaderboard if column.place != "report"]
+    return [column for entry in REGISTRY.values() for column in entry.display.leaderboard if column.place != "report"]
 
 
 class _Columns(dict):

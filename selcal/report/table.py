@@ -168,9 +168,9 @@ def render_table(result: EvaluationResult, console) -> None:
 def fit_notes(model: ModelResult) -> list[str]:
     """The fit note of every fitted score of ``model`` (its registry entry's ``note``), in the
     entries' ``note_rank`` order; the terminal table and the HTML report show them."""
-    names = sorted((n for n in model.scores if n in REGISTRY and REGISTRY[n].note is not None),
-                   key=lambda n: REGISTRY[n].note_rank)
-    return [REGISTRY[n].note(model.scores[n]) for n in names]
+    names = sorted((n for n in model.scores if n in REGISTRY and REGISTRY[n].display.note is not None),
+                   key=lambda n: REGISTRY[n].display.note_rank)
+    return [REGISTRY[n].display.note(model.scores[n]) for n in names]
 
 
 def measure_width(console, renderable, least: bool = False) -> int:

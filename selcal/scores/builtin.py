@@ -15,7 +15,7 @@ import numpy as np
 from .. import calibrators as _calibrators
 from . import fits
 from .functions import ChunkTerms, energy, gini, logit_margin, margin, negative_entropy, normalised_logits, pnorm
-from .registry import BoardColumn, Score, add
+from .registry import BoardColumn, Display, Score, add
 
 __all__: list[str] = []
 
@@ -27,17 +27,18 @@ def _number(value: float) -> str:
 
 # ------------------------------------------------------------------------------ msp
 add(Score(
-    "msp", "maximum softmax probability",
-    softmax=lambda t, state: (t.logits, 1.0, None), label="MSP", colour="#1f77b4", own_predictions=False,
-    reports=(), model_probabilities=True, sweep_label="before T (msp)",  # its NLL, Brier and class-wise ECE are the model's own
+    "msp", softmax=lambda t, state: (t.logits, 1.0, None), own_predictions=False,
+    reports=(), model_probabilities=True,  # its NLL, Brier and class-wise ECE are the model's own
     groups=("calibrators",),
-    leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
-                             rank=2, short="ECE", title="ECE before T: msp"),),
+    display=Display(
+        "MSP", "maximum softmax probability", colour="#1f77b4", sweep_label="before T (msp)",
+        leaderboard=(BoardColumn("ece_msp", "ECE msp", lambda s: s.get("msp", {}).get("ece"), place="summary",
+                                 rank=2, short="ECE", title="ECE before T: msp"),)),
 ))
 
 # ------------------------------------------------------------------------ max_logit
-add(Score("max_logit", "largest logit", score=lambda t, state: t.top, label="max logit", raw_logits=True,
-          colour="#ff7f0e"))
+add(Score("max_logit", score=lambda t, state: t.top, raw_logits=True,
+          display=Display("max logit", "largest logit", colour="#ff7f0e")))
 
 
 # ---------------------------------------------------------------------------- pnorm
@@ -67,29 +68,30 @@ def _pnorm_note(m: dict) -> str:
 
 
 add(Score(
-    "pnorm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC",
-    score=lambda t, state: t.log_msp if state.fallback else _pnorm_values(t, state),
-    fit=_fit_pnorm, label="p-norm", raw_logits=True, shift_invariant_when=_centred, colour="#2ca02c",
+    "pnorm", score=lambda t, state: t.log_msp if state.fallback else _pnorm_values(t, state),
+    fit=_fit_pnorm, raw_logits=True, shift_invariant_when=_centred,
     options=("p_grid", "center", "pnorm_objective"),
     describe=lambda state, measured: dict(
         p=state.p, fallback=state.fallback, center=state.center, objective=state.objective,
         val_objective={str(p): v for p, v in state.val_objective.items()}, val_objective_msp=state.val_objective_msp),
-    note=_pnorm_note, note_rank=1,
-    legend=lambda m: " (falls back to MSP)" if m.get("fallback") else f" (p = {m['p']})" if m.get("p") is not None
-    else "",
     probability_when=lambda m: bool(m.get("fallback")),  # it is MSP then
     # the p-norm score at the chosen p even when it falls back to MSP: the p-norm-given-v_max figure
     extra_rows=lambda t, state, options: {"pnorm": _pnorm_values(t, state)}
     if options.logit_profile or not state.fallback else {},
-    leaderboard=(
-        BoardColumn("p", "p", lambda s: s.get("pnorm", {}).get("p"), kind="int", lower_is_better=None,
-                    flag=lambda s: s["pnorm"].get("fallback") if "pnorm" in s else None, flag_key="pnorm_fallback",
-                    flag_note="p (fb): pnorm fell back to MSP, no better on validation"),
-        BoardColumn("pnorm_gain", "pnorm gain",
-                    lambda s: s["msp"]["aurc"] - s["pnorm"]["aurc"] if "msp" in s and "pnorm" in s else None,
-                    lower_is_better=False, place="summary", rank=1, short="gain",
-                    note="(pnorm) gain = AURC(msp) - AURC(pnorm)"),
-    ),
+    display=Display(
+        "p-norm", "max_k (v_k - mu) / ||v - mu||_p, p fitted by validation AURC", colour="#2ca02c",
+        note=_pnorm_note, note_rank=1,
+        legend=lambda m: " (falls back to MSP)" if m.get("fallback") else f" (p = {m['p']})" if m.get("p") is not None
+        else "",
+        leaderboard=(
+            BoardColumn("p", "p", lambda s: s.get("pnorm", {}).get("p"), kind="int", lower_is_better=None,
+                        flag=lambda s: s["pnorm"].get("fallback") if "pnorm" in s else None, flag_key="pnorm_fallback",
+                        flag_note="p (fb): pnorm fell back to MSP, no better on validation"),
+            BoardColumn("pnorm_gain", "pnorm gain",
+                        lambda s: s["msp"]["aurc"] - s["pnorm"]["aurc"] if "msp" in s and "pnorm" in s else None,
+                        lower_is_better=False, place="summary", rank=1, short="gain",
+                        note="(pnorm) gain = AURC(msp) - AURC(pnorm)"),
+        )),
 ))
 
 
@@ -141,33 +143,34 @@ def _temp_note(t: dict) -> str:
 
 
 add(Score(
-    "temp", "temperature-scaled MSP, T fitted by validation NLL",
-    softmax=lambda t, state: (t.logits, 1.0 / state.temperature, t.pred),
-    fit=_fit_temp, label="temperature-scaled MSP", sweep_label="after T (temp)", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
-    own_predictions=False, options=("temp_objective",), warnings=_temp_warnings, note=_temp_note, note_rank=0,
+    "temp", softmax=lambda t, state: (t.logits, 1.0 / state.temperature, t.pred),
+    fit=_fit_temp, own_predictions=False, options=("temp_objective",), warnings=_temp_warnings,
     groups=("calibrators",),
     interval_keys=("temperature",),
-    legend=lambda m: f" (T = {m['temperature']:.2f})" if m.get("temperature") is not None else "",
     describe=lambda state, measured: dict(
         temperature=state.temperature, **measured, val_nll_before=state.nll_before, val_nll_after=state.nll_after,
         gradient=state.gradient, temperature_fallback=state.fallback, objective=state.objective),
-    leaderboard=(BoardColumn("ece_temp", "ECE temp", lambda s: s.get("temp", {}).get("ece"), place="summary",
-                             rank=3, short="ECE T", note="ECE before/after (T) temperature scaling",
-                             title="ECE after T: temp"),
-                 BoardColumn("T", "T", lambda s: s.get("temp", {}).get("temperature"), kind="num", place="report",
-                             rank=4, lower_is_better=None)),
+    display=Display(
+        "temperature-scaled MSP", "temperature-scaled MSP, T fitted by validation NLL", note=_temp_note, note_rank=0,
+        legend=lambda m: f" (T = {m['temperature']:.2f})" if m.get("temperature") is not None else "",
+        sweep_label="after T (temp)", colour="#9467bd", line=(0, (5, 2)),  # dashed: ranks like msp
+        leaderboard=(BoardColumn("ece_temp", "ECE temp", lambda s: s.get("temp", {}).get("ece"), place="summary",
+                                 rank=3, short="ECE T", note="ECE before/after (T) temperature scaling",
+                                 title="ECE after T: temp"),
+                     BoardColumn("T", "T", lambda s: s.get("temp", {}).get("temperature"), kind="num", place="report",
+                                 rank=4, lower_is_better=None))),
 ))
 
 # ------------------------------------------------------------- scores of the logits alone
-add(Score("energy", "logsumexp of the logits (negative free energy)", score=lambda t, state: energy(None, t),
-          raw_logits=True))
-add(Score("entropy", "negative entropy of the softmax, sum_k p_k log p_k",
-          score=lambda t, state: negative_entropy(None, t)))
-add(Score("margin", "p_(1) - p_(2), gap between the two largest probabilities",
-          score=lambda t, state: margin(None, t)))
-add(Score("logit_margin", "v_(1) - v_(2), gap between the two largest logits",
-          score=lambda t, state: logit_margin(None, t)))
-add(Score("gini", "sum_k p_k^2 (DOCTOR)", score=lambda t, state: gini(None, t)))
+add(Score("energy", score=lambda t, state: energy(None, t), raw_logits=True,
+          display=Display(description="logsumexp of the logits (negative free energy)")))
+add(Score("entropy", score=lambda t, state: negative_entropy(None, t),
+          display=Display(description="negative entropy of the softmax, sum_k p_k log p_k")))
+add(Score("margin", score=lambda t, state: margin(None, t),
+          display=Display(description="p_(1) - p_(2), gap between the two largest probabilities")))
+add(Score("logit_margin", score=lambda t, state: logit_margin(None, t),
+          display=Display(description="v_(1) - v_(2), gap between the two largest logits")))
+add(Score("gini", score=lambda t, state: gini(None, t), display=Display(description="sum_k p_k^2 (DOCTOR)")))
 
 
 # -------------------------------------------------------------------- pnorm_softmax
@@ -185,14 +188,14 @@ def _pnorm_softmax_note(m: dict) -> str:
 
 
 add(Score(
-    "pnorm_softmax", "MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
-    softmax=lambda t, state: (t.logits, 1.0, None) if state.fallback else
+    "pnorm_softmax", softmax=lambda t, state: (t.logits, 1.0, None) if state.fallback else
     (normalised_logits(t.logits, state.p, state.center), 1.0 / state.temperature, None),
     fit=_fit_pnorm_softmax, raw_logits=True, shift_invariant_when=_centred, own_predictions=False, reports=(), options=("p_grid", "center"),
     describe=lambda state, measured: dict(
         p=state.p, temperature=state.temperature, fallback=state.fallback, center=state.center, objective="aurc",
         val_objective=state.val_objective, val_objective_msp=state.val_objective_msp),
-    note=_pnorm_softmax_note,
+    display=Display(description="MSP of z_c / (T ||z_c||_p), p and T fitted by validation AURC (Cattelan & Silva)",
+                    note=_pnorm_softmax_note),
 ))
 
 
@@ -239,36 +242,43 @@ def _infinite_nll(m: dict) -> str:
 
 _vector_lp, _dirichlet_lp = _log_probabilities("vector"), _log_probabilities("dirichlet")
 add(Score(
-    "vector", "vector scaling, softmax(w * v + b), fitted by validation NLL", label="vector scaling",
-    fit=_fit_vector, score=lambda t, state: np.max(_vector_lp(t, state), axis=1), log_confidence=True,
+    "vector", fit=_fit_vector, score=lambda t, state: np.max(_vector_lp(t, state), axis=1), log_confidence=True,
     probabilities=lambda t, state: np.exp(_vector_lp(t, state)), raw_logits=True, options=("odir_mu",),
-    reports=("nll", "brier"), describe=_convex_keys, note=_convex_note("vector"), note_rank=2,
-    colour="#8c564b", groups=("calibrators",), in_all=False, per_class=True,
+    reports=("nll", "brier"), describe=_convex_keys, groups=("calibrators",), in_all=False, per_class=True,
     reproducible_to=_calibrators.REPRODUCIBLE_TO,
+    display=Display("vector scaling", "vector scaling, softmax(w * v + b), fitted by validation NLL",
+                    note=_convex_note("vector"), note_rank=2, colour="#8c564b"),
 ))
 add(Score(
-    "dirichlet", "Dirichlet calibration (ODIR), softmax(W log softmax(v) + b), fitted by validation NLL",
-    label="Dirichlet (ODIR)", fit=_fit_dirichlet, score=lambda t, state: np.max(_dirichlet_lp(t, state), axis=1),
+    "dirichlet", fit=_fit_dirichlet, score=lambda t, state: np.max(_dirichlet_lp(t, state), axis=1),
     log_confidence=True, probabilities=lambda t, state: np.exp(_dirichlet_lp(t, state)),
-    options=("odir_lambda", "odir_mu"), reports=("nll", "brier"), describe=_convex_keys,
-    note=_convex_note("dirichlet"), note_rank=3, colour="#e377c2", groups=("calibrators",), in_all=False,
-    per_class=True, precheck=lambda n_val, n_classes, options: _calibrators.check_dirichlet_size(n_val, n_classes),
+    options=("odir_lambda", "odir_mu"), reports=("nll", "brier"), describe=_convex_keys, groups=("calibrators",),
+    in_all=False, per_class=True,
+    precheck=lambda n_val, n_classes, options: _calibrators.check_dirichlet_size(n_val, n_classes),
     reproducible_to=_calibrators.REPRODUCIBLE_TO,
+    display=Display("Dirichlet (ODIR)",
+                    "Dirichlet calibration (ODIR), softmax(W log softmax(v) + b), fitted by validation NLL",
+                    note=_convex_note("dirichlet"), note_rank=3, colour="#e377c2"),
 ))
 add(Score(
-    "ets", "ensemble temperature scaling, w1 softmax(v/T) + w2 softmax(v) + w3/K", label="ensemble TS",
-    fit=_fit_ets, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
+    "ets", fit=_fit_ets, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
     describe=lambda state, measured: dict(**measured, params=state.params(), val_objective=state.val_objective,
                                           kkt_residual=state.kkt_residual),
-    note=lambda m: ("ets: weights " + ", ".join(f"{w:.4f}" for w in m["params"]["weights"])
-                    + f" (T = {_number(m['params']['temperature'])}, validation NLL {_number(m['val_objective'])})"),
-    note_rank=4, colour="#7f7f7f", groups=("calibrators",), in_all=False,
-    reproducible_to=_calibrators.REPRODUCIBLE_TO,
+    groups=("calibrators",), in_all=False, reproducible_to=_calibrators.REPRODUCIBLE_TO,
+    display=Display(
+        "ensemble TS", "ensemble temperature scaling, w1 softmax(v/T) + w2 softmax(v) + w3/K",
+        note=lambda m: ("ets: weights " + ", ".join(f"{w:.4f}" for w in m["params"]["weights"])
+                        + f" (T = {_number(m['params']['temperature'])}, "
+                        f"validation NLL {_number(m['val_objective'])})"),
+        note_rank=4, colour="#7f7f7f"),
 ))
 add(Score(
-    "isotonic", "one-vs-rest isotonic regression of softmax(v)_k, renormalised (scikit-learn's)", label="isotonic",
-    fit=_fit_isotonic, probabilities=lambda t, state: state.probabilities(t.logits), reports=("nll", "brier"),
+    "isotonic", fit=_fit_isotonic, probabilities=lambda t, state: state.probabilities(t.logits),
+    reports=("nll", "brier"),
     describe=lambda state, measured: dict(**measured, points=[len(x) for x in state.thresholds]),
-    note=lambda m: f"isotonic: {sum(m['points'])} breakpoints over {len(m['points'])} classes" + _infinite_nll(m),
-    note_rank=5, colour="#bcbd22", groups=("calibrators",), in_all=False, per_class=True,
+    groups=("calibrators",), in_all=False, per_class=True,
+    display=Display(
+        "isotonic", "one-vs-rest isotonic regression of softmax(v)_k, renormalised (scikit-learn's)",
+        note=lambda m: f"isotonic: {sum(m['points'])} breakpoints over {len(m['points'])} classes" + _infinite_nll(m),
+        note_rank=5, colour="#bcbd22"),
 ))

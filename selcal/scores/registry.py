@@ -23,17 +23,46 @@ import numpy as np
 
 from .functions import ChunkTerms, log_msp
 
-__all__ = ["Score", "REGISTRY", "ORIGIN", "add", "register_score", "score_names", "get", "fitted", "is_builtin"]
+__all__ = ["Score", "Display", "REGISTRY", "ORIGIN", "add", "register_score", "score_names", "get", "fitted",
+           "is_builtin"]
+
+
+@dataclass(frozen=True)
+class Display:
+    """How a score is shown to people; nothing here changes a number (that is :class:`Score`'s).
+
+    Parameters
+    ----------
+    label : its name for people (figure legends and titles); default ``name``.
+    description : one line saying what it is (``--help``, the README table).
+    note : ``metrics -> str``, the fit note under the table and in the HTML report.
+    note_rank : where its note stands among the notes (lower first).
+    legend : ``metrics -> str``, what was fitted, in a figure legend (``" (T = 2.28)"``).
+    sweep_label : its line in the ECE panels of the sweep figure (None: not drawn there).
+    colour : its colour in the figures (None: the next colour of the cycle).
+    line : its line style in the figures (None: solid).
+    leaderboard : columns it adds to the leaderboard, after its AURC (see :class:`BoardColumn`).
+    """
+
+    label: str | None = None
+    description: str = ""
+    note: Callable[[dict], str] | None = None
+    note_rank: int = 100
+    legend: Callable[[dict], str] | None = None
+    sweep_label: str | None = None
+    colour: str | None = None
+    line: Any = None
+    leaderboard: tuple = ()
 
 
 @dataclass(frozen=True)
 class Score:
-    """One confidence score (higher = more confident) and every fact about it.
+    """One confidence score (higher = more confident): how it is computed (and fitted, resampled,
+    chosen); how it is shown is its :class:`Display`.
 
     Parameters
     ----------
     name : its name in ``--scores``, the JSON, the tables and the leaderboard (``aurc_NAME``).
-    description : one line saying what it is (``--help``, the README table).
     score : ``(terms, state) -> float64 (N,)``, the confidence of every row of a chunk;
         ``terms`` is a :class:`~selcal.scores.functions.ChunkTerms` (``terms.logits`` is the
         float64 chunk, ``terms.softmax`` the shared softmax terms at T = 1), ``state`` what
@@ -49,7 +78,6 @@ class Score:
         rows are errors (CONVENTIONS.md, "Post-hoc calibrators").
     softmax : built-in fast path of ``probabilities``: ``(terms, state) -> (z, beta, pred)``
         when the probabilities are softmax(beta z) (``pred``: their argmax if known, else None).
-    label : its name for people (figure legends and titles); default ``name``.
     raw_logits : it reads the logits' scale, not only their differences within a row, so it
         means nothing when the logits are log-probabilities (or probabilities).
     shift_invariant_when : ``options -> bool``, for a ``raw_logits`` score: under which options it
@@ -65,8 +93,6 @@ class Score:
     describe : ``(state, measured) -> dict``, the keys written after its metrics in the JSON
         (the fitted values; ``measured`` holds its NLL, Brier and class-wise ECE when it
         reports them). Default: ``measured``, then ``{"state": state}`` when fitted.
-    note : ``metrics -> str``, the fit note under the table and in the HTML report.
-    note_rank : where its note stands among the notes (lower first).
     warnings : ``state -> list[str]``, warnings about the data that the fit found.
     precheck : ``(n_val, n_classes, options) -> None``, raises :class:`~selcal.errors.SelcalError` for a
         fit known to be refused from the sizes alone (dirichlet's memory); every chosen score's runs
@@ -80,15 +106,12 @@ class Score:
     probability_when : ``metrics -> bool``, whether its values are probabilities for this fit
         (default: it has probabilities); e.g. pnorm when it falls back to MSP.
     extra_rows : ``(terms, state, options) -> dict``, further per-row arrays kept for the figures.
-    legend : ``metrics -> str``, what was fitted, in a figure legend (``" (T = 2.28)"``).
-    sweep_label : its line in the ECE panels of the sweep figure (None: not drawn there).
-    colour : its colour in the figures (None: the next colour of the cycle).
-    line : its line style in the figures (None: solid).
-    leaderboard : columns it adds to the leaderboard, after its AURC (see :class:`BoardColumn`).
     groups : names of ``--scores`` groups it belongs to (``calibrators``: msp, temp and the post-hoc
         calibrators).
     in_all : chosen by ``--scores all`` (the calibrators are not: dirichlet is refused for a large K,
         and each fit costs more than the rest of a run; ``--scores calibrators`` chooses them).
+    display : how it is shown to people (:class:`Display`: its label, colours, notes, leaderboard
+        columns); nothing of it changes a number.
     reproducible_to : for a fit solved by a library's iterative solver (``scipy.optimize``), the relative
         tolerance within which its fitted values, and every number derived from them, are reproducible
         across releases of numpy and scipy: another release may stop at another point inside the fit's
@@ -97,12 +120,10 @@ class Score:
     """
 
     name: str
-    description: str = ""
     score: Callable[[ChunkTerms, Any], np.ndarray] | None = None
     fit: Callable[[np.ndarray, np.ndarray, Any], Any] | None = None
     probabilities: Callable[[ChunkTerms, Any], np.ndarray] | None = None
     softmax: Callable[[ChunkTerms, Any], tuple] | None = None
-    label: str | None = None
     raw_logits: bool = False
     shift_invariant_when: Callable[[Any], bool] | None = None
     own_predictions: bool = True
@@ -110,8 +131,6 @@ class Score:
     model_probabilities: bool = False
     reports: tuple[str, ...] = ("nll", "brier", "cece")
     describe: Callable[[Any, dict], dict] | None = None
-    note: Callable[[dict], str] | None = None
-    note_rank: int = 100
     warnings: Callable[[Any], list] | None = None
     precheck: Callable[[int, int, Any], None] | None = None
     per_class: bool = False
@@ -119,14 +138,10 @@ class Score:
     interval_keys: tuple[str, ...] = ()
     probability_when: Callable[[dict], bool] | None = None
     extra_rows: Callable[[ChunkTerms, Any, Any], dict] | None = None
-    legend: Callable[[dict], str] | None = None
-    sweep_label: str | None = None
-    colour: str | None = None
-    line: Any = None
-    leaderboard: tuple = ()
     groups: tuple[str, ...] = ()
     in_all: bool = True
     reproducible_to: float | None = None
+    display: Display = Display()
 
     @property
     def needs_fit(self) -> bool:
@@ -146,7 +161,7 @@ class Score:
     @property
     def shown_as(self) -> str:
         """Its name for people (figures, report)."""
-        return self.label or self.name
+        return self.display.label or self.name
 
     def reads_scale(self, options) -> bool:
         """Whether, under ``options``, its values change when each row of logits is shifted (as
@@ -293,8 +308,8 @@ def register_score(name: str, *, score: Callable[[np.ndarray, Any], np.ndarray],
         return user_probabilities(terms.logits, state)  # (checked by selcal.scores.validate)
 
     return add(Score(
-        name=name, description=description, label=label, raw_logits=raw_logits, options=tuple(options),
-        score=lambda terms, state: user_score(terms.logits, state),
+        name=name, display=Display(label=label, description=description), raw_logits=raw_logits,
+        options=tuple(options), score=lambda terms, state: user_score(terms.logits, state),
         fit=fit, probabilities=None if probabilities is None else probabilities_of,
     ), origin=f"register_score in {getattr(score, '__module__', None) or '?'}")
 
