@@ -1,4 +1,4 @@
-"""Benchmark the post-hoc calibrators' numerical core (selcal/calibrators.py), fits and application.
+"""Benchmark the post-hoc calibrators' numerical core (selcal/scores/calibrators.py), fits and application.
 
 On seeded synthetic logits (bench/make_dumps.py): each calibrator fitted on an ImageNet-size validation
 set (10 000 x 1000) and applied to 50 000 x 1000 test rows in chunks like the pipeline's, and
@@ -29,8 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from make_dumps import synthetic_logits  # noqa: E402
 
-from selcal import calibrators  # noqa: E402
-from selcal.exact_sums import single_threaded_blas  # noqa: E402
+from selcal.scores import calibrators  # noqa: E402
+from selcal.metrics.exact_sums import single_threaded_blas  # noqa: E402
 from selcal.scores.fits import fit_temperature  # noqa: E402
 
 CHUNK_ROWS = 8192

@@ -39,8 +39,8 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 DIRICHLET = """
 import json, sys, time
 import numpy as np, pyarrow.parquet as pq
-from selcal.calibrators import fit_dirichlet
-from selcal.exact_sums import single_threaded_blas
+from selcal.scores.calibrators import fit_dirichlet
+from selcal.metrics.exact_sums import single_threaded_blas
 from selcal.scores.fits import fit_temperature
 table = pq.read_table(sys.argv[1], columns=["label", "logits"])
 column = table.column("logits").combine_chunks()

@@ -40,7 +40,7 @@ def measure(n_models: int, folder: Path) -> dict:
     import selcal
     from selcal.figures import render_figures
     from selcal.figures.render import default_workers
-    from selcal.html_report import write_report
+    from selcal.report.html import write_report
 
     result = make_result(n_models)
     start = time.perf_counter()

@@ -16,7 +16,7 @@ rows. Reported per model, target r and method:
   and ``broken`` overstates the failures of the guarantee a little;
 - ``abstain``: the fraction of splits with no threshold (abstain on everything);
 - ``ltt-testable``: LTT whose sequence starts at the first coverage with enough rows for a
-  test to reject (``selcal.guarantee.ltt(testable_only=True)``, not monotone in δ);
+  test to reject (``selcal.threshold.guarantee.ltt(testable_only=True)``, not monotone in δ);
 - ``coverage``: the median evaluation coverage reached (0 for a split that abstains);
 - for reference, ``empirical``: the ``cov@r`` threshold of the calibration rows applied to
   the evaluation rows (no guarantee), and ``cov@r (eval)``: the median ``cov@r`` of the
@@ -42,9 +42,9 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from selcal import guarantee as th  # noqa: E402
+from selcal.threshold import guarantee as th  # noqa: E402
 from selcal.scores import log_msp  # noqa: E402
-from selcal.selective import coverage_at_risk, risk_coverage  # noqa: E402
+from selcal.metrics.selective import coverage_at_risk, risk_coverage  # noqa: E402
 
 # (name, files relative to realdata, calibration rows): the pool is every row of the files
 MODELS = [

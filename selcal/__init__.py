@@ -6,6 +6,9 @@ defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` comman
 >>> import selcal
 >>> result = selcal.evaluate("sample_logits/markus93_densenet40_c10.parquet")  # doctest: +SKIP
 >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
+
+The modules that moved into their rooms in 0.2 (issue 31) still import under their old names
+(the keys of :data:`MOVED`) for this release, with a DeprecationWarning naming the new place.
 """
 
 import os as _os
@@ -37,8 +40,9 @@ if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("selcal", "-m"):  # 
 from ._version import __version__  # noqa: E402
 
 from .errors import SelcalError  # noqa: E402
-from .evaluate import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
-from .deployment import ThresholdResult, threshold  # noqa: E402
+from .api import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
+from . import threshold  # noqa: E402  (the package; calling it calls threshold.run.threshold)
+from .threshold.run import ThresholdResult  # noqa: E402
 from .io import read_dump  # noqa: E402
 from .options import Options  # noqa: E402
 from .results import EvaluationResult, ModelResult  # noqa: E402
@@ -58,3 +62,83 @@ __all__ = [
     "ModelResult",
     "register_score",
 ]
+
+
+# Old module -> its place since 0.2. The old names import the same module object, with a
+# DeprecationWarning; they go in the next release. (selcal.evaluate was a module too: the name is
+# the function, the module is selcal.api.) scripts/rewrite_imports.py reads this table.
+# rewrite_imports: off
+MOVED = {
+    "selcal.selective": "selcal.metrics.selective",
+    "selcal.calibration": "selcal.metrics.calibration",
+    "selcal.smooth": "selcal.metrics.smooth",
+    "selcal.diagnostics": "selcal.metrics.diagnostics",
+    "selcal.exact_sums": "selcal.metrics.exact_sums",
+    "selcal.calibrators": "selcal.scores.calibrators",
+    "selcal.deployment": "selcal.threshold.run",
+    "selcal.guarantee": "selcal.threshold.guarantee",
+    "selcal.render_threshold": "selcal.threshold.render",
+    "selcal.gate": "selcal.checks.gate",
+    "selcal.common_ground": "selcal.checks.common_ground",
+    "selcal.html_report": "selcal.report.html",
+    "selcal.io.output": "selcal.writers.output",
+    "selcal.dump": "selcal.writers.dump",
+    "selcal.ensemble": "selcal.writers.ensemble",
+    "selcal.engines": "selcal.pipeline.engines",
+    "selcal.identity": "selcal.pipeline.identity",
+    "selcal.arrays": "selcal.io.objects",
+}
+
+
+def _new_name(name: str) -> str | None:
+    """The module's name since 0.2 if ``name`` (or a package above it) is in :data:`MOVED`."""
+    for old, new in MOVED.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old):]
+    return None
+
+
+class _MovedModules:
+    """A meta-path finder: ``import selcal.OLD`` gives the module at its new place (the same object,
+    so a monkeypatch through either name acts on both) and warns where the import is written."""
+
+    def find_spec(self, name, path=None, target=None):
+        if not name.startswith("selcal.") or _new_name(name) is None:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        import importlib
+        import warnings
+
+        old = module.__name__
+        new = _new_name(old)
+        frame, level = _sys._getframe(0), 1  # the first frame outside this file and the import system
+        while frame is not None:
+            where = frame.f_code.co_filename
+            if not ("importlib" in where and "_bootstrap" in where):
+                if where != __file__:
+                    break
+                level += 1
+            frame = frame.f_back
+        warnings.warn(f"{old} has moved to {new}; import it from there (the old name goes in the next release)",
+                      DeprecationWarning, stacklevel=level)
+        _sys.modules[old] = importlib.import_module(new)  # the import system returns what is here
+
+
+if not any(isinstance(finder, _MovedModules) for finder in _sys.meta_path):
+    _sys.meta_path.insert(0, _MovedModules())
+
+
+def __getattr__(name: str):
+    """``selcal.html_report`` after a plain ``import selcal``: the moved module, with the warning."""
+    if f"{__name__}.{name}" in MOVED:
+        __import__(f"{__name__}.{name}")
+        return _sys.modules[f"{__name__}.{name}"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# rewrite_imports: on

@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from . import calibration, calibrators, diagnostics, selective
+from .metrics import calibration, diagnostics, selective
+from .scores import calibrators
 from .errors import OptionError, SelcalError
 from .scores import REGISTRY, fitted, score_names
 from .scores.registry import choices as score_choices

@@ -38,9 +38,9 @@ class ModelResult:
     ``scores`` maps a score name to its metrics; ``curves`` keeps each score's
     risk-coverage operating points for plotting; ``score_values`` each score's per-row
     value on the evaluation rows, and ``rows`` the per-row reduction
-    (:class:`selcal.evaluate.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
+    (:class:`selcal.api.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
     bootstrap and plots. None of these three is written to JSON, nor ``confident_errors``
-    (score name -> :class:`selcal.diagnostics.ConfidentErrors`, the most confident errors).
+    (score name -> :class:`selcal.metrics.diagnostics.ConfidentErrors`, the most confident errors).
     """
 
     name: str

@@ -2,7 +2,7 @@
 
 Slow and direct on purpose: every formula is the textbook one (scipy's logsumexp,
 np.linalg.norm, an explicit loop over tie groups), so that it shares no code path
-with ``selcal.scores.fits`` / ``selcal.scores`` / ``selcal.selective``.
+with ``selcal.scores.fits`` / ``selcal.scores`` / ``selcal.metrics.selective``.
 """
 
 from __future__ import annotations

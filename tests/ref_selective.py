@@ -1,7 +1,7 @@
 """Brute-force reference implementations of the selective-classification metrics.
 
 These follow the words of CONVENTIONS.md ("Selective classification") as literally as
-possible and share nothing with ``selcal/selective.py``: no numpy sorting, no cumulative
+possible and share nothing with ``selcal/metrics/selective.py``: no numpy sorting, no cumulative
 sums, no interpolation formula. Everything is plain Python loops over exact rationals
 (``fractions.Fraction``), so a disagreement with selcal is a disagreement about the
 definition, not about rounding.

@@ -1,6 +1,6 @@
 """Independent smooth ECE for tests: the reflected kernel summed image by image, |g| integrated exactly.
 
-Written differently from selcal.smooth (no grid, no FFT): g(t) = (1/N) Σ_i r_i Σ_m [φ(t - q_i - 2m) + φ(t + q_i - 2m)]
+Written differently from selcal.metrics.smooth (no grid, no FFT): g(t) = (1/N) Σ_i r_i Σ_m [φ(t - q_i - 2m) + φ(t + q_i - 2m)]
 is evaluated on a dense grid only to find its sign changes, each root is polished by Brent's method, and
 ∫|g| is the sum over the intervals between roots of |∫ g|, each integral in closed form with the normal CDF.
 σ* by plain bisection.

@@ -1,5 +1,5 @@
 """Brute-force references for the deployment thresholds (CONVENTIONS.md, "Deployment thresholds
-with a guarantee"), sharing nothing with ``selcal/threshold.py`` or ``selcal/selective.py``.
+with a guarantee"), sharing nothing with ``selcal/threshold.py`` or ``selcal/metrics/selective.py``.
 
 * The binomial tail is summed term by term in exact rationals (``math.comb``, ``Fraction``),
   and B* is found by bisection on that sum (60 halvings of [0, 1]).

@@ -101,7 +101,7 @@ def test_bootstrap_through_the_same_code_as_the_cli(cli, dumps, data, h):
 
 
 def test_the_result_feeds_the_plots_and_the_html_report(tmp_path):
-    from selcal.html_report import write_report
+    from selcal.report.html import write_report
     from selcal.figures import write_plots
 
     rng = np.random.default_rng(1)

@@ -166,7 +166,7 @@ def test_sigkill_at_any_point_leaves_no_partial_out_json(folder, full_run, fract
 
 
 # ------------------------------------------------------------------ killed while writing
-# Runs the real CLI with os.fsync (as used by selcal.io.atomic_write) made slow: it first
+# Runs the real CLI with os.fsync (as used by selcal.writers.output.atomic_write) made slow: it first
 # creates MARKER (the temporary file is written and flushed by then), then sleeps 5 s.
 SLOW_FSYNC = r"""
 import os, sys, time

@@ -19,7 +19,8 @@ from scipy.stats import norm
 
 import selcal
 from selcal.metrics import catalog
-from selcal import bootstrap, calibration, selective, smooth
+from selcal import bootstrap
+from selcal.metrics import calibration, selective, smooth
 from selcal.bootstrap import RefitData, RowData, add_intervals, percentile_interval, resample_metrics
 
 TOL = 1e-9

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ref_calibration as ref  # noqa: E402
 
-from selcal import calibration  # noqa: E402
-from selcal.evaluate import Options, _probability_terms, evaluate_arrays  # noqa: E402
+from selcal.metrics import calibration  # noqa: E402
+from selcal.api import Options, _probability_terms, evaluate_arrays  # noqa: E402
 
 REL = 1e-12
 FAST = Options(scores=("msp", "max_logit"))  # no validation split, nothing fitted

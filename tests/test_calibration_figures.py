@@ -24,9 +24,9 @@ from scipy import stats
 
 import selcal
 from selcal import figures as plots
-from selcal import html_report
+from selcal.report import html as html_report
 from selcal.figures.base import mpl, style
-from selcal.smooth import smooth_ece
+from selcal.metrics.smooth import smooth_ece
 
 
 # ------------------------------------------------------------------ references
@@ -72,7 +72,7 @@ def test_smoothed_curve_equals_direct_sums_with_explicit_mirror_images(sigma):
     assert shown.sum() > 20
     np.testing.assert_allclose(data.accuracy[every][shown], accuracy[shown], atol=2e-5)
     # The curve and the density together are the smooth ECE's integrand: its area is smECE_σ.
-    from selcal.smooth import smooth_ece_at
+    from selcal.metrics.smooth import smooth_ece_at
 
     assert data.smece_of_curve() == pytest.approx(smooth_ece_at(q, c, sigma), abs=2e-5)
 

@@ -22,8 +22,8 @@ import ref_smooth  # noqa: E402
 
 import selcal  # noqa: E402
 from conftest import boosted_logits  # noqa: E402
-from selcal import calibrators  # noqa: E402
-from selcal.evaluate import Options, evaluate_arrays  # noqa: E402
+from selcal.scores import calibrators  # noqa: E402
+from selcal.api import Options, evaluate_arrays  # noqa: E402
 
 FOUR = ("vector", "dirichlet", "ets", "isotonic")
 
@@ -262,7 +262,7 @@ def test_markdown_and_csv_views(board_result):
 
 
 def test_html_report_has_a_calibrators_table_per_model(board_result):
-    from selcal.html_report import render_report
+    from selcal.report.html import render_report
 
     page = render_report(board_result, figures=[])
     assert page.count("<table class='calibrators'>") == 1

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax, softmax
 
-from selcal import calibration, smooth
-from selcal.evaluate import Options, evaluate_arrays
+from selcal.metrics import calibration, smooth
+from selcal.api import Options, evaluate_arrays
 from selcal.scores import REGISTRY
 
 

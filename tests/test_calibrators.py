@@ -11,7 +11,7 @@ from scipy import optimize
 from scipy.special import log_softmax, logsumexp, softmax
 
 from conftest import boosted_logits
-from selcal import calibrators as C
+from selcal.scores import calibrators as C
 from selcal.errors import SelcalError
 from selcal.scores.fits import fit_temperature
 

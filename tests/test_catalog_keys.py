@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import smooth
+from selcal.metrics import smooth
 from selcal.bootstrap import RefitData, add_intervals, paired_differences
 from selcal.checks import better
 from selcal.cli import app
@@ -42,7 +42,7 @@ def model():
 
 @pytest.fixture
 def smooth_calls(monkeypatch):
-    """Every call of selcal.smooth.smooth_ece, by the number of rows it was given."""
+    """Every call of selcal.metrics.smooth.smooth_ece, by the number of rows it was given."""
     calls = []
     original = smooth.smooth_ece
 

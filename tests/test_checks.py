@@ -154,7 +154,7 @@ def test_worse_by_more_than_the_tolerance_without_intervals_is_a_regression():
 
 
 def test_with_intervals_only_a_significant_worsening_is_a_regression():
-    """p-values from the intervals (selcal.gate), Holm over the tested metrics: with two tested,
+    """p-values from the intervals (selcal.checks.gate), Holm over the tested metrics: with two tested,
     0.013 and 0.019 fail neither (0.013 > 0.025 / 2); 0.0013 and 0.0003 fail both."""
     base = result_dict({"aurc": 0.050, "auroc": 0.90}, {"aurc": [0.045, 0.055], "auroc": [0.88, 0.92]})
     overlap = result_dict({"aurc": 0.058, "auroc": 0.87}, {"aurc": [0.053, 0.063], "auroc": [0.85, 0.89]})

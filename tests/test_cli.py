@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 import selcal
+import selcal.api
 import selcal.io
 from selcal.report import EvaluationResult
 
@@ -510,7 +511,7 @@ def assert_refused(result, must_contain=(), row=None):
 def reading(request, monkeypatch):
     """Run the CLI on the in-memory path, or on the streamed path (normally for files over 64 MiB)."""
     if request.param == "streamed":
-        evaluate_fn = sys.modules["selcal.evaluate"].evaluate
+        evaluate_fn = selcal.api.evaluate
         assert "memory_budget" in evaluate_fn.__kwdefaults__
         monkeypatch.setitem(evaluate_fn.__kwdefaults__, "memory_budget", 0)
     return request.param

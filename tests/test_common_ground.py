@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import selcal
-from selcal.identity import id_hashes, position_hashes
+from selcal.pipeline.identity import id_hashes, position_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logits"

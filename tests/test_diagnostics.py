@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import selcal
-from selcal.evaluate import in_top_k
+from selcal.api import in_top_k
 from selcal.report import leaderboard, leaderboard_csv, leaderboard_markdown
 
 
@@ -125,7 +125,7 @@ def mbls_code_aece(confidences, accuracies, nbins=15):
 @pytest.mark.parametrize("n, n_bins, levels", [(1, 15, None), (2, 15, None), (7, 3, None), (100, 15, None),
                                                (1000, 15, None), (1000, 15, 7), (333, 10, 3), (50, 1, None)])
 def test_mbls_aece_matches_the_transcribed_code(n, n_bins, levels):
-    from selcal.calibration import mbls_adaptive_calibration_error
+    from selcal.metrics.calibration import mbls_adaptive_calibration_error
 
     rng = np.random.default_rng(n + n_bins)
     q = rng.uniform(0.1, 1.0, n) if levels is None else rng.integers(1, levels + 1, n) / levels
@@ -137,7 +137,7 @@ def test_mbls_aece_matches_the_transcribed_code(n, n_bins, levels):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 8), st.booleans()), min_size=1, max_size=60), st.integers(1, 8))
 def test_mbls_aece_property(rows, n_bins):
-    from selcal.calibration import mbls_adaptive_calibration_error
+    from selcal.metrics.calibration import mbls_adaptive_calibration_error
 
     q = np.array([r[0] for r in rows]) / 8.0
     correct = np.array([r[1] for r in rows])
@@ -146,14 +146,14 @@ def test_mbls_aece_property(rows, n_bins):
 
 
 def test_the_least_confident_sample_is_in_no_bin():
-    from selcal.calibration import mbls_adaptive_calibration_error
+    from selcal.metrics.calibration import mbls_adaptive_calibration_error
 
     # Only the least confident sample is badly calibrated: MbLS's estimator does not see it.
     q = np.array([0.01, 0.5, 0.5, 0.9, 0.9])
     correct = np.array([True, True, False, True, False])
     assert mbls_adaptive_calibration_error(q, correct, 2) == pytest.approx(0.4 * 2 / 5)
     # Equal-mass groups {0.01, 0.5, 0.5} and {0.9, 0.9} count it: (|2 - 1.01| + |1 - 1.8|) / 5.
-    assert selcal.calibration.adaptive_calibration_error(q, correct, 2) == pytest.approx((0.99 + 0.8) / 5)
+    assert selcal.metrics.calibration.adaptive_calibration_error(q, correct, 2) == pytest.approx((0.99 + 0.8) / 5)
 
 
 def test_aece_estimator_option_changes_aece_only():
@@ -166,7 +166,7 @@ def test_aece_estimator_option_changes_aece_only():
     for name in ("msp", "temp"):
         q = np.exp(mbls.score_values[name])
         assert mbls.scores[name]["aece"] == pytest.approx(mbls_code_aece(q, mbls.rows.correct), rel=1e-12)
-        assert default.scores[name]["aece"] == selcal.calibration.adaptive_calibration_error(q, default.rows.correct)
+        assert default.scores[name]["aece"] == selcal.metrics.calibration.adaptive_calibration_error(q, default.rows.correct)
         assert {k: v for k, v in mbls.scores[name].items() if k != "aece"} == \
             {k: v for k, v in default.scores[name].items() if k != "aece"}
     with pytest.raises(selcal.SelcalError, match="aece_estimator"):
@@ -291,7 +291,7 @@ def test_errors_csv_on_the_command_line(cli, tmp_path):
 
 
 def test_the_report_lists_the_confident_errors_escaped():
-    from selcal.html_report import render_report
+    from selcal.report.html import render_report
 
     rng = np.random.default_rng(14)
     logits, labels = _arrays(rng, 300, 6, sharp=0.5)
@@ -305,7 +305,7 @@ def test_the_report_lists_the_confident_errors_escaped():
 
 
 # ------------------------------------------------------------------------- sweeps
-from selcal import diagnostics  # noqa: E402
+from selcal.metrics import diagnostics  # noqa: E402
 
 
 @pytest.mark.parametrize("path, name, value", [

@@ -2,7 +2,7 @@
 
 Two parts:
 
-- the pure pieces of ``selcal/dump/`` (listing, class maps, labels CSV, seeded split and
+- the pure pieces of ``selcal/writers/dump/`` (listing, class maps, labels CSV, seeded split and
   sample, the streaming writer, the resume check) and the promise that ``selcal`` and
   ``selcal.cli`` never import torch: these need neither torch nor timm and run everywhere;
 - the command itself with tiny timm models created with ``pretrained=False`` (``test_resnet``,
@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import dump as D
+from selcal.writers import dump as D
 from selcal.cli import app
 from selcal.errors import SelcalError
 
@@ -85,7 +85,7 @@ def write_images(root: Path, corrupt: bool = True) -> Path:
 
 # ====================================================================== no torch needed
 def test_selcal_and_cli_do_not_import_torch():
-    code = ("import sys, selcal, selcal.cli, selcal.dump; "
+    code = ("import sys, selcal, selcal.cli, selcal.writers.dump; "
             "print(sorted(m for m in ('torch', 'torchvision', 'timm', 'PIL') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out
@@ -465,7 +465,7 @@ def test_killed_run_leaves_no_output_and_a_rerun_completes(stack, images, tmp_pa
             "--num-classes", str(MODEL_K), "--workers", "0", "--batch-size", "2"]
     killer = textwrap.dedent("""
         import os, signal, sys
-        import selcal.dump as d
+        import selcal.writers.dump as d
         write = d.DumpWriter.write
         def write_then_die(self, *args, **kwargs):
             write(self, *args, **kwargs)

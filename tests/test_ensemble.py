@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import selcal
-from selcal.ensemble import ensemble
+from selcal.writers.ensemble import ensemble
 from selcal.errors import SelcalError
 
 

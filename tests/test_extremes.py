@@ -33,7 +33,7 @@ from test_cli import assert_refused  # noqa: E402
 from test_fuzz import check_bounds  # noqa: E402
 
 import selcal  # noqa: E402
-from selcal.evaluate import evaluate as evaluate_function  # noqa: E402
+from selcal.api import evaluate as evaluate_function  # noqa: E402
 
 DIGITS = 100
 BINS = 15

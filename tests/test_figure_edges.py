@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 import selcal
 from selcal import figures as plots
-from selcal import html_report
+from selcal.report import html as html_report
 from selcal.cli import app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -48,7 +48,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_cli import assert_refused  # noqa: E402  (exit 2, one 'selcal: error:' line, row named, stdout empty)
 
-from selcal.evaluate import evaluate as evaluate_function  # noqa: E402
+from selcal.api import evaluate as evaluate_function  # noqa: E402
 
 SETTINGS = dict(
     deadline=None,

@@ -1,4 +1,4 @@
-"""The statistics of the CI gate (selcal/gate.py) against independent computations, and the
+"""The statistics of the CI gate (selcal/checks/gate.py) against independent computations, and the
 gate as `selcal check` and `selcal compare` apply it (issue 20: an honest CI gate)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selcal import gate
+from selcal.checks import gate
 
 ROOT = Path(__file__).resolve().parents[1]
 CE = ROOT / "sample_logits" / "calibrator_cifar10_resnet50_ce.parquet"

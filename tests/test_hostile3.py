@@ -84,7 +84,7 @@ def test_stale_staging_of_a_dead_selcal_is_removed_and_nothing_else(tmp_path, cl
 def test_a_signal_while_the_staging_file_is_created_leaves_nothing(tmp_path, monkeypatch):
     """SIGTERM landing between the staging file's creation and its registration (the window
     where a run could leave one behind) is held until the file is registered, then discarded."""
-    from selcal.io import output
+    from selcal.writers import output
 
     class Stop(BaseException):
         pass

@@ -16,7 +16,8 @@ import pytest
 
 import selcal
 from selcal.errors import SelcalError
-from selcal.io import atomic_write, read_dump
+from selcal.writers.output import atomic_write
+from selcal.io import read_dump
 
 LIST_LAYOUTS = ["list", "large_list", "fixed_size_list"]
 DTYPES = ["float16", "float32", "float64"]

@@ -20,7 +20,7 @@ import pytest
 
 import selcal
 from selcal.errors import SelcalError
-from selcal.evaluate import evaluate as evaluate_function
+from selcal.api import evaluate as evaluate_function
 
 N, K = 300, 4
 
@@ -472,7 +472,7 @@ def test_a_corrupted_page_is_caught_by_its_checksum(dumps, data, cli):
 
 
 def test_shared_rows_are_counted_exactly_also_when_the_probe_columns_agree_and_others_differ():
-    from selcal.evaluate import SharedRows, count_shared_rows
+    from selcal.api import SharedRows, count_shared_rows
 
     rng = np.random.default_rng(5)
     k = 9

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import calibration
+from selcal.metrics import calibration
 from selcal.checks import better
 from selcal.cli import app
 from selcal.metrics import catalog

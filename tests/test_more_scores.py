@@ -30,7 +30,7 @@ import ref_selective  # noqa: E402
 from selcal import scores  # noqa: E402
 from selcal.scores import fits as posthoc  # noqa: E402
 from selcal.scores.registry import groups  # noqa: E402
-from selcal.evaluate import Options, measure_arrays  # noqa: E402
+from selcal.api import Options, measure_arrays  # noqa: E402
 from selcal.report import LEADERBOARD_COLUMNS, leaderboard  # noqa: E402
 
 NEW = ("energy", "entropy", "margin", "logit_margin", "gini")

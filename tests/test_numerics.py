@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 import selcal
-from selcal import bootstrap, calibration
+from selcal import bootstrap
+from selcal.metrics import calibration
 from selcal.errors import OptionError, SelcalError
-from selcal.evaluate import MAX_BINS, MAX_P, MAX_P_GRID_VALUES, Options
+from selcal.api import MAX_BINS, MAX_P, MAX_P_GRID_VALUES, Options
 
 
 def refused_line(result) -> str:

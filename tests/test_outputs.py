@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import os
 import signal
@@ -28,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import selcal.api
 import selcal.checks
-import selcal.io.output
+import selcal.writers.output
 from selcal.errors import SelcalError
-from selcal.io import Outputs
+from selcal.writers.output import Outputs
 
-evaluate_module = importlib.import_module("selcal.evaluate")  # (selcal.evaluate is the function)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logits"
 FAST = ("--scores", "msp,max_logit")
@@ -226,8 +225,8 @@ def no_work(*args, **kwargs):
 
 @pytest.fixture
 def no_evaluation(monkeypatch):
-    monkeypatch.setattr(evaluate_module, "model_jobs", no_work)
-    monkeypatch.setattr(evaluate_module, "run_jobs", no_work)
+    monkeypatch.setattr(selcal.api, "model_jobs", no_work)
+    monkeypatch.setattr(selcal.api, "run_jobs", no_work)
 
 
 def aliases(path: Path) -> dict:
@@ -306,14 +305,14 @@ def test_compare_refuses_an_output_that_is_an_input(cli, dumps, h, monkeypatch, 
 # ===================================================================== 4. a failed run leaves nothing
 def full_disk_under(monkeypatch, folder: Path) -> None:
     """Creating any file under ``folder`` fails with ENOSPC (a full disk there only)."""
-    real = selcal.io.output.tempfile.mkstemp
+    real = selcal.writers.output.tempfile.mkstemp
 
     def mkstemp(*args, dir=None, **kwargs):
         if dir is not None and Path(dir).resolve().is_relative_to(folder.resolve()):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(selcal.io.output.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(selcal.writers.output.tempfile, "mkstemp", mkstemp)
 
 
 def test_json_with_plots_on_a_full_disk_leaves_nothing(cli, model, tmp_path, monkeypatch):
@@ -377,8 +376,9 @@ def test_outputs_transaction_commits_together_or_not_at_all(tmp_path):
 
 # ===================================================================== 5. signals
 WRAPPER = r"""
-import importlib, os, sys, time
-import selcal.io.output
+import os, sys, time
+import selcal.api
+import selcal.writers.output
 
 marker, where = sys.argv[1], sys.argv[2]
 
@@ -389,7 +389,7 @@ def pause():
 if where == "work":
     def run_jobs(*args, **kwargs):
         pause()
-    importlib.import_module("selcal.evaluate").run_jobs = run_jobs
+    selcal.api.run_jobs = run_jobs
 else:  # while the outputs are staged: after the first temporary file is complete
     real_fsync = os.fsync
     calls = []
@@ -398,7 +398,7 @@ else:  # while the outputs are staged: after the first temporary file is complet
         calls.append(fd)
         if len(calls) == 2:
             pause()
-    selcal.io.output.os.fsync = fsync
+    selcal.writers.output.os.fsync = fsync
 
 from selcal.cli import run
 sys.argv = ["selcal"] + sys.argv[3:]
@@ -489,7 +489,7 @@ def test_a_signal_during_the_renames_acts_after_the_last_one(tmp_path, monkeypat
         outputs = Outputs()
         for name in ("a", "b", "c"):
             outputs.write(tmp_path / name, name)
-        monkeypatch.setattr(selcal.io.output.os, "replace", replace_then_signal)
+        monkeypatch.setattr(selcal.writers.output.os, "replace", replace_then_signal)
         with pytest.raises(Stopped):
             outputs.commit()
     finally:
@@ -501,7 +501,7 @@ def test_a_signal_during_the_renames_acts_after_the_last_one(tmp_path, monkeypat
 
 @pytest.mark.parametrize("alias", ["dot", "symlink", "hardlink"])
 def test_ensemble_refuses_to_overwrite_a_member_under_another_name(dumps, h, alias):
-    from selcal.ensemble import ensemble
+    from selcal.writers.ensemble import ensemble
 
     a = dumps.parquet("a.parquet", *h.make_data(200, 3, 1))
     b = dumps.parquet("b.parquet", *h.make_data(200, 3, 2))

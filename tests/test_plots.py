@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 import selcal
 from selcal import figures as plots
 from selcal.cli import app
-from selcal.selective import risk_coverage
+from selcal.metrics.selective import risk_coverage
 
 REPO = Path(__file__).resolve().parent.parent
 LS_PAIR = [REPO / "sample_logits" / "lspair_alpha0.parquet", REPO / "sample_logits" / "lspair_alpha0.1.parquet"]

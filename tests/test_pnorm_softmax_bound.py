@@ -23,7 +23,7 @@ import ref_selective  # noqa: E402
 
 from selcal import scores  # noqa: E402
 from selcal.scores import fits  # noqa: E402
-from selcal.selective import aurc, risk_coverage  # noqa: E402
+from selcal.metrics.selective import aurc, risk_coverage  # noqa: E402
 
 T_GRID = fits.PNORM_SOFTMAX_T_GRID
 

@@ -194,7 +194,7 @@ def test_the_summary_names_the_best_calibrator_of_every_model_on_each_axis():
     checked against a minimum taken here from the scores; the tally under it counts them."""
     import re
 
-    from selcal import html_report
+    from selcal.report import html as html_report
 
     names = ["<script>alert(1)</script>", "runs/a_b-c.d", "plain"]
     result = calibrated_result(names)
@@ -227,14 +227,14 @@ def test_the_summary_names_the_best_calibrator_of_every_model_on_each_axis():
 
 
 def test_no_calibrators_no_summary_table():
-    from selcal import html_report
+    from selcal.report import html as html_report
 
     page = html_report.render_report(calibrated_result(["a", "b"], scores=("msp", "temp")), [])
     assert "calibrators-best" not in page.split("<style>")[1].split("</style>")[1]
 
 
 def test_names_in_the_report_break_at_natural_points_after_escaping():
-    from selcal import html_report
+    from selcal.report import html as html_report
     from selcal.escape import html_name
 
     assert html_name("a/b_c-d.e") == "a/<wbr>b_<wbr>c-<wbr>d.<wbr>e"

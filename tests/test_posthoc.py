@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from selcal.scores import fits as posthoc
-from selcal.evaluate import Options, evaluate_arrays, evaluate_dump, holdout_mask, split_rows
+from selcal.api import Options, evaluate_arrays, evaluate_dump, holdout_mask, split_rows
 from selcal.io import Dump
 
 _HERE = Path(__file__).resolve()

@@ -51,7 +51,7 @@ def test_ets_is_fitted_when_temperature_keeps_one(tmp_path):
 def test_ets_at_temperature_one_is_the_best_mixture():
     """fit_ets(v, y, 1.0): two equal components; the optimum of the mixture is found (brute force over the
     simplex's edge w1 + w2 = 1 - w3, the only thing that matters when both are the same)."""
-    from selcal.calibrators import fit_ets
+    from selcal.scores.calibrators import fit_ets
 
     logits, labels = _data(400, 5, 2, shift=1.0)
     fit = fit_ets(logits, labels, 1.0)
@@ -80,7 +80,7 @@ def test_a_class_missing_from_the_validation_rows_is_warned_about():
 
 def test_dirichlet_too_large_is_refused_before_any_fit(tmp_path, monkeypatch):
     """K = 1000: dirichlet cannot fit in memory; the refusal must come before minutes of other fits."""
-    from selcal import calibrators
+    from selcal.scores import calibrators
 
     fitted = []
     original = calibrators.fit_vector

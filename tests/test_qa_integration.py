@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import strict_json
 
-from selcal import guarantee
-from selcal.deployment import _confidence, _target
+from selcal.threshold import guarantee
+from selcal.threshold.run import _confidence, _target
 
 
 # ------------------------------------------------------------------ threshold: extreme targets

@@ -4,7 +4,7 @@ A matrix product sums over rows in an order that depends on BLAS's threads (Open
 work differently with 1 and 2 threads), so a number summed through BLAS changes in its last bit
 with ``OPENBLAS_NUM_THREADS``. These tests run golden commands in fresh interpreters (BLAS reads
 the variables when it loads) and compare the bytes, and check the exact row sums of the bootstrap
-(:mod:`selcal.exact_sums`) against ``math.fsum``.
+(:mod:`selcal.metrics.exact_sums`) against ``math.fsum``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from selcal.exact_sums import CountWeightedSums
+from selcal.metrics.exact_sums import CountWeightedSums
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"

@@ -184,7 +184,7 @@ def test_dump_option_errors_are_one_line(tmp_path):
 def test_nothing_imports_ray_unless_the_ray_engine_is_asked_for(tmp_path):
     import subprocess
 
-    code = ("import sys, selcal, selcal.cli, selcal.engines, selcal.io; "
+    code = ("import sys, selcal, selcal.cli, selcal.pipeline.engines, selcal.io; "
             f"selcal.evaluate({str(ROOT / 'sample_logits' / (SAMPLES[0] + '.parquet'))!r}, scores=('msp',)); "
             "print('ray' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 import selcal
-from selcal import calibration, selective
+from selcal.metrics import calibration, selective
 from selcal.cli import app
 from selcal.scores import REGISTRY
 

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import selcal
-from selcal import html_report
+from selcal.report import html as html_report
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

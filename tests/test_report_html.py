@@ -17,7 +17,7 @@ import pytest
 
 import selcal
 from selcal import figures as plots
-from selcal import html_report
+from selcal.report import html as html_report
 
 VOID = {"meta", "img", "br", "hr", "link", "input", "wbr"}
 

@@ -20,7 +20,7 @@ import ref_selective  # noqa: E402
 
 import selcal  # noqa: E402
 from selcal.errors import SelcalError  # noqa: E402
-from selcal.evaluate import Options, evaluate_arrays, measure_arrays  # noqa: E402
+from selcal.api import Options, evaluate_arrays, measure_arrays  # noqa: E402
 
 SELECTIVE = ("aurc", "eaurc", "augrc", "auroc", "fpr95", "cov@0.01", "cov@0.05", "cov@0.1",
              "risk@0.5", "risk@0.8", "risk@0.9")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ref_calibration as ref  # noqa: E402
 
 from selcal import scores  # noqa: E402
-from selcal.evaluate import Options, evaluate_arrays  # noqa: E402
+from selcal.api import Options, evaluate_arrays  # noqa: E402
 
 REL = 1e-12
 
@@ -299,7 +299,7 @@ class TestPnormLargeP:
         correct = np.argmax(logits, axis=1) == labels
         for p in (2, 2000):
             exact = np.array([ref.pnorm_exact(row, p) for row in logits])
-            from selcal import selective
+            from selcal.metrics import selective
 
             expected = selective.selective_metrics(selective.risk_coverage(exact, correct))["aurc"]
             assert fit.val_objective[p] == approx(expected, rel=1e-9), p

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ref_selective as ref
-from selcal.selective import (
+from selcal.metrics.selective import (
     aurc,
     augrc,
     coverage_at_risk,

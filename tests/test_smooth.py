@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from selcal import smooth
+from selcal.metrics import smooth
 
 _HERE = Path(__file__).resolve()
 _spec = importlib.util.spec_from_file_location("ref_smooth", _HERE.parent / "ref_smooth.py")

@@ -1,4 +1,4 @@
-"""Deployment thresholds with a guarantee (CONVENTIONS.md), the numerical core ``selcal.guarantee``.
+"""Deployment thresholds with a guarantee (CONVENTIONS.md), the numerical core ``selcal.threshold.guarantee``.
 
 1. the exact binomial tail bound B* and p-value against an exact rational sum;
 2. hand-worked small cases of SGR and LTT, ties included (arithmetic in comments);
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ref_threshold as ref
-from selcal import guarantee as th
+from selcal.threshold import guarantee as th
 
 # Eight rows in four tie groups of two; the last group holds the two errors.
 #   group  score  accepted  errors

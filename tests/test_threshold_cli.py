@@ -14,7 +14,7 @@ import pytest
 from conftest import make_data, strict_json
 
 import selcal
-from selcal import guarantee
+from selcal.threshold import guarantee
 from selcal.scores import REGISTRY
 
 CALIBRATION_KEYS = ["n", "coverage", "risk", "bound"]
@@ -268,7 +268,7 @@ def test_pixel_rows_are_halved_by_image_and_warned_about(cli):
 def test_a_threshold_within_1e_16_of_one_is_shown_apart_from_one(dumps):
     # confident rows whose MSP is 1.0 in float64 but whose log-MSP is not 0: the threshold shows as
     # 1 - 1e-20-ish (from the log), never as "1 - 0"
-    from selcal.deployment import format_threshold
+    from selcal.threshold.run import format_threshold
 
     rng = np.random.default_rng(4)
     n = 4000

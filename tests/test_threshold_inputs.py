@@ -11,7 +11,7 @@ import pytest
 from conftest import strict_json
 
 import selcal
-from selcal.deployment import threshold_dump
+from selcal.threshold.run import threshold_dump
 from selcal.io import read_dump
 
 LOGS = Path(__file__).resolve().parents[1] / "sample_logits" / "lm_eval" / "synthetic__llm-large"
@@ -145,7 +145,7 @@ def test_a_confidence_file_hand_worked_ltt_and_the_sentence(cli, dumps):
 
 
 def test_a_confidence_file_against_the_core_on_its_rows(dumps):
-    from selcal import guarantee
+    from selcal.threshold import guarantee
 
     rng = np.random.default_rng(5)
     n = 3000
@@ -179,7 +179,7 @@ def test_another_column_and_a_val_file_of_confidences(cli, dumps):
     answer = strict_json(cli("threshold", test, "--val", val, "--score-col", "margin", "--risk", "0.3",
                              "--json", "-").stdout)
     assert answer["score"] == "margin" and answer["calibration"]["n"] == n and answer["evaluation"]["n"] == n
-    from selcal import guarantee
+    from selcal.threshold import guarantee
 
     cert = guarantee.sgr(margin[::-1], (pred == label)[::-1], risk=0.3, delta=0.1)
     assert answer["threshold"] == cert.threshold and answer["calibration"]["coverage"] == cert.coverage
@@ -248,17 +248,17 @@ def _assert_identical(a, b, where="result"):
 def _streamed_and_whole(path, **kwargs):
     """The threshold of ``path`` read whole, and streamed in chunks of 37 rows (many chunks, a last
     partial one), and a check that the file is streamed by default under a tiny memory budget."""
-    import selcal.deployment as deployment
+    import selcal.threshold.run as run
 
     whole = selcal.threshold(str(path), stream=False, **kwargs)
     streamed = selcal.threshold(str(path), stream=True, chunk_rows=37, **kwargs)
     calls = []
-    original = deployment.threshold_source
-    deployment.threshold_source = lambda *a, **k: calls.append(1) or original(*a, **k)
+    original = run.threshold_source
+    run.threshold_source = lambda *a, **k: calls.append(1) or original(*a, **k)
     try:
         by_budget = selcal.threshold(str(path), memory_budget=1, **kwargs)
     finally:
-        deployment.threshold_source = original
+        run.threshold_source = original
     assert calls == [1]
     return whole, streamed, by_budget
 

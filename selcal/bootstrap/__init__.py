@@ -2,7 +2,7 @@
 
 A bootstrap resample draws N of the N evaluation rows with replacement (an exact
 multinomial: N uniform integer draws). The metrics of CONVENTIONS.md are then computed on
-the resampled rows exactly as :mod:`selcal.selective` and :mod:`selcal.calibration` would
+the resampled rows exactly as :mod:`selcal.metrics.selective` and :mod:`selcal.metrics.calibration` would
 compute them on ``rows[draws]``, but for a whole block of resamples at once and without
 sorting again:
 
@@ -22,7 +22,7 @@ sorting again:
   rows too) of the original confidence order with every row repeated by its weight, so each
   boundary is found by a search in the cumulative weights of the original runs of equal
   confidence, and a run cut by a boundary shares its hits in proportion, as in
-  :func:`selcal.calibration.adaptive_calibration_error`.
+  :func:`selcal.metrics.calibration.adaptive_calibration_error`.
 * accuracy, error, NLL and Brier are means of per-row values.
 
 Class-wise ECE has no interval: it needs every class's probability of every row, which

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import calibration
+from ..metrics import calibration
 from ..errors import SelcalError
 from ..results import ModelResult
 

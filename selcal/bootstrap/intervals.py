@@ -26,7 +26,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     """Metrics of the fitted scores when they are refitted on every resample.
 
     ``scores``: the fitted scores to refit (default: every fitted score of ``options``).
-    Resample i is literally :func:`selcal.evaluate.measure_arrays` fitted on the validation rows
+    Resample i is literally :func:`selcal.api.measure_arrays` fitted on the validation rows
     ``val_draws[i]`` and measured on the evaluation rows ``eval_draws[i]`` (one full
     evaluation per resample: slow, but the same code as the point estimate). Also returns
     each resample's temperature. ``progress(i)`` is called after the i-th resample.

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import digamma
 
-from .. import calibration
+from ..metrics import calibration
 from ..errors import SelcalError
-from ..exact_sums import CountWeightedSums
+from ..metrics.exact_sums import CountWeightedSums
 from ..metrics import catalog
 from .data import RowData
 
@@ -296,7 +296,7 @@ class Prepared:
 
     def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:
         """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
-        :func:`selcal.calibration.mbls_adaptive_calibration_error` on the repeated rows).
+        :func:`selcal.metrics.calibration.mbls_adaptive_calibration_error` on the repeated rows).
 
         The edges interpolate the resample's sorted confidences at positions j n / B: the
         resampled row at position r is the original sorted position whose cumulative weight

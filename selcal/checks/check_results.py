@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import gate
+from . import gate
 from ..errors import SelcalError
 from ..metrics import catalog
 from ..metrics.catalog import better
@@ -185,7 +185,7 @@ def family_note(rows: list[Row], confidence: float, only, all_metrics: bool) -> 
 def _check_same_data(pairs, current, baseline, current_path, baseline_path, allow_other_data=False,
                      notes=None) -> None:
     """Refuse (SelcalError) a baseline of other data or other metric definitions."""
-    from ..common_ground import other_data_message
+    from .common_ground import other_data_message
 
     for base_model, model in pairs:
         other = other_data_message(model, base_model, current_path, baseline_path)

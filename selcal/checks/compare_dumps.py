@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import gate
+from . import gate
 from ..errors import SelcalError
 from ..metrics.catalog import better
 from .check_results import apply_holm, family_note, primary_metrics
@@ -177,7 +177,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     dropped = []
     for dump in (a, b):  # a file of probabilities: the scores that need raw logits are compared for neither
         if dump.input != "logits":
-            from ..evaluate import scores_for_input
+            from ..api import scores_for_input
 
             options, more = scores_for_input(options, dump.input, dump.path)
             dropped += [name for name in more if name not in dropped]

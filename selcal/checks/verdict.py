@@ -32,7 +32,7 @@ class Row:
     tolerance: float | None = None
     status: str = ""
     failed: bool = False
-    p_value: float | None = None  # one-sided, of "not worse by more than the tolerance" (see selcal.gate)
+    p_value: float | None = None  # one-sided, of "not worse by more than the tolerance" (see selcal.checks.gate)
     close: bool = False  # passed, but within CLOSE of failing (see is_close); set by Report
 
 

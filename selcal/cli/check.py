@@ -32,7 +32,7 @@ def check(
 ):
     """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
     from .. import checks
-    from ..io import Outputs
+    from ..writers.output import Outputs
 
     try:
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
@@ -81,7 +81,7 @@ def compare(
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from .. import checks
-    from ..io import Outputs
+    from ..writers.output import Outputs
 
     try:
         options = build_options(ctx)

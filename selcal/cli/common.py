@@ -56,8 +56,8 @@ def check_outputs(outputs, paths: dict, already: list[str] = (), make_parents: b
 
 
 def check_writable(path) -> None:
-    """Refuse an output path that cannot or must not be written (selcal.io.output.classify), before the work."""
-    from ..io.output import classify
+    """Refuse an output path that cannot or must not be written (selcal.writers.output.classify), before the work."""
+    from ..writers.output import classify
 
     classify(str(path))
 

@@ -36,7 +36,7 @@ def pixels(
         if not isinstance(source, SegmentationSource):
             raise SelcalError(f"{folder}: holds no .npz files (or also Parquet files); give a folder of per-image "
                               ".npz files")
-        from ..io.output import classify
+        from ..writers.output import classify
         classify(out, inputs=[str(f) for f in source.files])  # never an image of the folder (also via a link)
         with count_bar("images", enabled=not quiet) as progress:
             rows = write_pixels(source, out, progress=progress)
@@ -56,7 +56,7 @@ def ensemble(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary."),
 ):
     """Average the members' softmax into one dump: logits log(mean p), columns mutual_information and disagreement."""
-    from ..ensemble import ensemble as combine
+    from ..writers.ensemble import ensemble as combine
 
     try:
         check_writable(out)
@@ -98,7 +98,7 @@ def dump(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ):
     """Run timm models over an image folder and write their logits, labels, ids and split (needs the timm extra)."""
-    from .. import dump as dumping  # torch, torchvision and timm are imported there, when needed
+    from ..writers import dump as dumping  # torch, torchvision and timm are imported there, when needed
 
     status = None if quiet else (lambda text: say(f"selcal: {text}"))
     settings = dict(pretrained=pretrained, checkpoint=checkpoint, class_map=class_map, labels_csv=labels,
@@ -147,7 +147,7 @@ def dump(
 
 def _dump_many(dumping, names, data, out_dir, shards, engine, settings, quiet) -> None:
     """``selcal dump --out-dir``: every part of every model on the engine; failures listed, exit 2 if any."""
-    from ..engines import Failure
+    from ..pipeline.engines import Failure
 
     try:
         dumping.require_stack()

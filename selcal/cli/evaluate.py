@@ -1,4 +1,4 @@
-"""``selcal evaluate``: parse the options, call :func:`selcal.evaluate.run_jobs`, write and show
+"""``selcal evaluate``: parse the options, call :func:`selcal.api.run_jobs`, write and show
 the result (table, leaderboard, JSON, CSV, Markdown, figures, the HTML report)."""
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def evaluate(
     """Evaluate the confidence of one or several models from their saved logits."""
     from rich.console import Console
 
-    from ..evaluate import add_sweep, model_jobs, run_jobs, sweep_values
-    from ..io import Outputs
+    from ..api import add_sweep, model_jobs, run_jobs, sweep_values
+    from ..writers.output import Outputs
 
     try:
         options = build_options(ctx, logit_profile=(plots_dir is not None or report_path is not None)
@@ -167,7 +167,7 @@ def evaluate(
          "no random hold-out: the validation rows come from --val or a split column, or no score is fitted"),
     ])
     show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
-    from ..common_ground import leaderboard_warning
+    from ..checks.common_ground import leaderboard_warning
 
     other_rows = leaderboard_warning(result.models)
     if other_rows and not no_warnings:
@@ -176,7 +176,7 @@ def evaluate(
 
 def _bootstrap(result, files, val, options, resamples, seed, confidence, refit, **read):
     """``evaluate --bootstrap``: intervals for every model, as ``selcal.evaluate(bootstrap=B)`` adds them."""
-    from ..evaluate import with_intervals
+    from ..api import with_intervals
 
     with count_bar("bootstrap resamples" + (", fitted scores refitted" if refit else "")) as progress:
         return with_intervals(result, resamples=resamples, confidence=confidence, refit=refit,
@@ -246,7 +246,7 @@ def _write_figures(result, plots_dir, report_path, *, outputs, fmt, ls_alpha, at
                                   outputs=outputs, progress=progress, **drawing)
             written.append(f"{len(figures)} figures written to {plots_dir}")
         if report_path is not None:
-            from ..html_report import write_report
+            from ..report.html import write_report
 
             write_report(result, report_path, figures if figures and fmt in ("png", "svg") else None,
                          ls_alpha=ls_alpha, at_coverage=at_coverage,

@@ -1,4 +1,4 @@
-"""``selcal threshold``: the Typer command, a thin skin over :func:`selcal.deployment.threshold`.
+"""``selcal threshold``: the Typer command, a thin skin over :func:`selcal.threshold.run.threshold`.
 
 Registered on the ``selcal`` app by :mod:`selcal.cli`.
 """
@@ -58,8 +58,8 @@ def threshold(
     probability at least 1 - delta."""
     from rich.console import Console
 
-    from ..deployment import threshold as run_threshold
-    from ..io import Outputs
+    from ..threshold.run import threshold as run_threshold
+    from ..writers.output import Outputs
 
     try:
         if plot_format not in ("png", "svg", "pdf"):
@@ -84,7 +84,7 @@ def threshold(
                 if plots_dir is not None:
                     outputs.write(outputs.folder(plots_dir) / f"threshold.{plot_format}", figure)
             if report_path is not None:
-                from ..render_threshold import render_html
+                from ..threshold.render import render_html
 
                 page_figure = figure if fmt in ("png", "svg") else render_threshold(result, "png")
                 outputs.write(report_path, render_html(result, page_figure, fmt if fmt in ("png", "svg") else "png"),
@@ -94,7 +94,7 @@ def threshold(
     except OSError as exc:
         fail(write_error(exc))
     if not quiet and not stdout_outputs:
-        from ..render_threshold import render_terminal
+        from ..threshold.render import render_terminal
 
         console = Console()
         render_terminal(result, console if console.is_terminal else Console(width=160))

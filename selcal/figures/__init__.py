@@ -16,7 +16,7 @@ matplotlib); the families draw them and read every number from the
 
 They share only :mod:`.base` (style, fonts, user text, colours, rendering). :mod:`.render`
 plans which figures a result gets, draws them in worker processes and writes them through
-the output transaction :class:`selcal.io.Outputs`, so an interrupted or failed run leaves no
+the output transaction :class:`selcal.writers.output.Outputs`, so an interrupted or failed run leaves no
 figure. pyplot is never used: no figure is registered globally, the style is applied through
 ``rc_context`` only, and a figure is released as soon as it is rendered. matplotlib is
 imported only when a figure is drawn.

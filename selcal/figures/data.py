@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import calibration
-from ..guarantee import binomial_upper_bound
+from ..metrics import calibration
+from ..threshold.guarantee import binomial_upper_bound
 
 DEFAULT_MAX_POINTS = 4000
 DEFAULT_AT_COVERAGE = 0.1
@@ -42,7 +42,7 @@ class RCPoints:
 
 
 def rc_curve_points(curve, max_points: int | None = DEFAULT_MAX_POINTS) -> RCPoints:
-    """Step coordinates (coverage %, risk %) of a :class:`~selcal.selective.RiskCoverage`.
+    """Step coordinates (coverage %, risk %) of a :class:`~selcal.metrics.selective.RiskCoverage`.
 
     Parameters
     ----------
@@ -64,7 +64,7 @@ def rc_curve_points(curve, max_points: int | None = DEFAULT_MAX_POINTS) -> RCPoi
 
     Examples
     --------
-    >>> from selcal.selective import risk_coverage
+    >>> from selcal.metrics.selective import risk_coverage
     >>> pts = rc_curve_points(risk_coverage([0.9, 0.8, 0.8, 0.1], [True, True, False, False]))
     >>> pts.coverage.tolist()
     [0.0, 25.0, 25.0, 75.0, 75.0, 100.0]
@@ -127,7 +127,7 @@ class ReliabilityData:
 
 
 def reliability_data(confidence, correct, n_bins: int = calibration.DEFAULT_BINS) -> ReliabilityData:
-    """Bins of the reliability diagram, from :func:`selcal.calibration.binned_calibration`.
+    """Bins of the reliability diagram, from :func:`selcal.metrics.calibration.binned_calibration`.
 
     Examples
     --------
@@ -234,7 +234,7 @@ class SmoothReliabilityData:
 
 def smooth_reliability_data(confidence, correct, smece: float | None = None, sigma: float | None = None, *,
                             points: int = SMOOTH_POINTS, ticks: int = SMOOTH_TICKS) -> SmoothReliabilityData:
-    """The smoothed reliability curve at the score's σ*, from :func:`selcal.smooth.smooth_reliability`.
+    """The smoothed reliability curve at the score's σ*, from :func:`selcal.metrics.smooth.smooth_reliability`.
 
     Parameters
     ----------
@@ -242,7 +242,7 @@ def smooth_reliability_data(confidence, correct, smece: float | None = None, sig
         Top-label confidence q_i in [0, 1] and c_i = [prediction is right] of the evaluation rows.
     smece, sigma : float, optional
         The score's reported smECE and σ* (its ``smece`` and ``smece_sigma``); computed here
-        (:func:`selcal.smooth.smooth_ece`) when not given.
+        (:func:`selcal.metrics.smooth.smooth_ece`) when not given.
     points : int
         Points of the mesh on [0, 1] (``points - 1`` a power of two, so the mesh is a subset
         of the grid the kernel sums are computed on).
@@ -257,7 +257,7 @@ def smooth_reliability_data(confidence, correct, smece: float | None = None, sig
     >>> bool(abs(d.smece_of_curve() - d.smece) < 0.02)  # a five-point trapezoid of the same integral
     True
     """
-    from .. import smooth
+    from ..metrics import smooth
 
     q = np.asarray(confidence, dtype=np.float64).ravel()
     c = np.asarray(correct, dtype=bool).ravel()
@@ -435,7 +435,7 @@ def errors_at_coverage_by_group(curve, score, correct, groups, coverage: float =
 
     Examples
     --------
-    >>> from selcal.selective import risk_coverage
+    >>> from selcal.metrics.selective import risk_coverage
     >>> score, ok = [0.9, 0.8, 0.7, 0.1], [False, True, False, True]
     >>> e = errors_at_coverage_by_group(risk_coverage(score, ok), score, ok, ["a", "b", "b", "a"], 0.5)
     >>> e.accepted, e.errors, e.groups

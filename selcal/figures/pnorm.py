@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import diagnostics
+from ..metrics import diagnostics
 from .base import (NAME_LIMITS, SCORE_COLOURS, figure_width, legend_below, model_colours, new_figure, user_text,
                    wrap)
 from .data import pnorm_search_data

@@ -1,12 +1,12 @@
 """The sorted-logit profile (``logit_profile`` and its overlay; Xia et al. 2024, fig. 18):
 mean ± std of v, v^p and exp(v) per rank, correct and incorrect predictions apart. The data
-come from :func:`selcal.diagnostics.sorted_logit_profile`."""
+come from :func:`selcal.metrics.diagnostics.sorted_logit_profile`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import diagnostics
+from ..metrics import diagnostics
 from ..pipeline.measure import logit_kind
 from .base import (CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, model_colours, new_figure,
                    plain_log_axis, user_text)
@@ -67,5 +67,5 @@ def figure_logit_profile(models):
 
 def raw_logits(model) -> bool:
     """Whether the logit column holds logits (not probabilities or log-probabilities, whose
-    sorted values and max say nothing beyond the softmax: see :func:`selcal.evaluate.logit_kind`)."""
+    sorted values and max say nothing beyond the softmax: see :func:`selcal.api.logit_kind`)."""
     return model.rows is not None and logit_kind(model.rows) == "logits"

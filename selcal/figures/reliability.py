@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import calibration
+from ..metrics import calibration
 from ..scores import REGISTRY
 from .base import (NAME_LIMITS, figure_width, legend_columns, new_figure, pct, plain_log_axis, score_label, user_text,
                    wrap)

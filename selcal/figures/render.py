@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import calibration
+from ..metrics import calibration
 from ..errors import SelcalError
 from ..pipeline.measure import logit_kind
-from ..io import Outputs
+from ..writers.output import Outputs
 from ..options import split_items
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search, pnorm_rows

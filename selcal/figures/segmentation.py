@@ -25,7 +25,7 @@ import numpy as np
 
 from ..scores import REGISTRY
 from ..errors import SelcalError
-from ..io import Outputs
+from ..writers.output import Outputs
 from ..io.segmentation import image_file, is_segmentation_folder, read_image
 from .base import NAME_LIMITS, new_figure, render, safe_stem, score_label, style, user_text
 
@@ -170,7 +170,7 @@ def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RA
 
     Only models evaluated on a segmentation folder have rank maps (the logits of every cell
     are read from it); ``images`` names them, else the ``count`` with the most confident errors.
-    The maps appear together when all are drawn; ``outputs`` (a :class:`selcal.io.Outputs`):
+    The maps appear together when all are drawn; ``outputs`` (a :class:`selcal.writers.output.Outputs`):
     stage them there instead, for the caller to commit with its other outputs.
     """
     import matplotlib

@@ -1,11 +1,11 @@
 """Headline metrics against a value swept across runs (``sweep_NAME``): one panel per
-metric, one line per score. The data come from :func:`selcal.diagnostics.sweep_series`."""
+metric, one line per score. The data come from :func:`selcal.metrics.diagnostics.sweep_series`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import diagnostics
+from ..metrics import diagnostics
 from ..scores import REGISTRY
 from .base import NAME_LIMITS, SCORE_STYLES, figure_width, new_figure, score_colour, score_label, user_text, wrap
 

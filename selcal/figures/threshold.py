@@ -2,7 +2,7 @@
 bounds on the risk-coverage curve.
 
 :func:`threshold_figure_data` prepares the numbers (pure, testable); :func:`figure_threshold`
-only draws them. Everything is read from a :class:`selcal.deployment.ThresholdResult`.
+only draws them. Everything is read from a :class:`selcal.threshold.run.ThresholdResult`.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def threshold_figure_data(result) -> ThresholdFigureData:
 
     Examples
     --------
-    >>> import numpy as np, selcal.deployment as d, selcal.guarantee as g
-    >>> from selcal.selective import risk_coverage
+    >>> import numpy as np, selcal.threshold.run as d, selcal.threshold.guarantee as g
+    >>> from selcal.metrics.selective import risk_coverage
     >>> curve = risk_coverage(np.arange(100.0), np.arange(100) > 10)
     >>> cert = g.sgr(curve, risk=0.3, delta=0.1)
     >>> entry = d.ThresholdEntry(cert, g.apply_threshold(np.arange(100.0), np.arange(100) > 10, cert.threshold),

@@ -19,7 +19,7 @@ def vmax_msp_skip_reason(model) -> str | None:
     """Why ``vmax_msp`` is not drawn for ``model`` (None: it is drawn).
 
     Not drawn without MSP or per-row values, and when the logit column holds probabilities
-    or log-probabilities (:func:`selcal.evaluate.logit_kind`, the rule of the table's
+    or log-probabilities (:func:`selcal.api.logit_kind`, the rule of the table's
     warning): the max logit is then the MSP or its log, so the two curves would only
     redraw the MSP axis and the difference between them would be zero by construction.
     """

@@ -20,7 +20,6 @@ from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
 from ..errors import SelcalError
-from .output import Outputs, atomic_write
 from .probs import INPUT_KINDS
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
@@ -30,7 +29,7 @@ from . import fdshifts, lmeval
 from .text import TextSource, text_format
 from .torchfile import TorchSource
 
-__all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "atomic_write", "Outputs", "SPLIT_VALUES",
+__all__ = ["Dump", "Batch", "DumpSource", "read_dump", "open_dump", "expand_binary", "SPLIT_VALUES",
            "Reader", "READERS", "register_reader", "expand_input", "OOD_LABEL"]
 
 

@@ -5,7 +5,7 @@ per image. Such a file (Parquet or ``.npz``) has a prediction column named ``pre
 ``prediction``, a label column, and no logits; its confidence is the column ``confidence``
 (or the columns given by ``--score-col`` / ``--uncertainty-col``). Every selective metric
 and the top-label calibration are computed from it; what needs logits is reported as not
-available (:func:`selcal.evaluate.evaluate_confidences`).
+available (:func:`selcal.api.evaluate_confidences`).
 """
 
 from __future__ import annotations

@@ -334,7 +334,7 @@ def write_pixels(source: SegmentationSource, out, *, progress=None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .output import atomic_write
+    from ..writers.output import atomic_write
 
     value_type = pa.from_numpy_dtype(source.dtype)
     schema = pa.schema([("logits", pa.list_(value_type, source.num_classes)), ("label", pa.int64()),

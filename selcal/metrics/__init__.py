@@ -1,10 +1,14 @@
-"""Metrics: the catalog of every metric's facts (:mod:`selcal.metrics.catalog`) and the metric
-functions in scikit-learn's convention (:mod:`selcal.metrics.functional`: ``aurc(y_true, y_pred)``).
+"""Metrics: the pure numerical functions, the catalog of every metric's facts, and the metric functions
+in scikit-learn's convention.
 
-The numerical functions live in :mod:`selcal.selective` (the risk-coverage primitive and
-the selective metrics) and :mod:`selcal.calibration` (binning and calibration metrics). The
-metric functions are loaded on first use (the catalog is imported by the modules that
-:mod:`selcal.options` itself imports).
+    selective.py    the risk-coverage primitive (the only place that sorts) and the selective metrics
+    calibration.py  binning and the calibration metrics
+    smooth.py       smooth ECE and the smoothed reliability curve
+    diagnostics.py  sweeps, logit profiles, the most confident errors
+    exact_sums.py   sums that do not depend on the order or the chunking of the rows
+    catalog.py      name, label, unit, direction, interval and options of every metric key
+    functional.py   ``aurc(y_true, y_pred)`` and the others, loaded on first use (the catalog is imported
+                    by the modules that :mod:`selcal.options` itself imports)
 """
 
 from . import catalog  # noqa: F401

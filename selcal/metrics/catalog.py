@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .. import calibration, smooth
+from . import calibration, smooth
 
 __all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "better", "has_interval", "section",
            "model_level", "computations", "definition_options", "need_logits", "FAMILIES", "split_name", "column"]

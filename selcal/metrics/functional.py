@@ -2,8 +2,8 @@
 
 Each function is a thin wrapper: the rows go through the reduction ``selcal evaluate`` uses
 (:func:`selcal.pipeline.reduce.reduce_rows`: the same softmax terms, confidences, NLL, Brier and
-class-wise bins per row), then through the same pure function (:mod:`selcal.selective`,
-:mod:`selcal.calibration`) or catalog entry (:mod:`selcal.metrics.catalog`). A number is
+class-wise bins per row), then through the same pure function (:mod:`selcal.metrics.selective`,
+:mod:`selcal.metrics.calibration`) or catalog entry (:mod:`selcal.metrics.catalog`). A number is
 therefore the one ``evaluate`` reports for the same rows and options, bit for bit: ``ece(y,
 p)`` is ``evaluate_arrays(p, y, scores="msp").scores["msp"]["ece"]``.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import calibration, selective
+from . import calibration, selective
 from ..errors import SelcalError
 from ..options import DEFAULTS, Options
 from . import catalog
@@ -104,7 +104,7 @@ def _options(**values) -> Options:
 
 
 def _vector(value, name: str) -> np.ndarray:
-    from ..arrays import to_numpy
+    from ..io.objects import to_numpy
 
     array = to_numpy(value, name)
     if array.ndim == 2 and array.shape[1] == 1:
@@ -151,7 +151,7 @@ def _rows(y_true, y_pred, input_kind: str | None, options: Options) -> _Rows:
         raise SelcalError(f"input_kind must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")
     if input_kind == "confidence":
         return _confidence_rows(y_true, y_pred)
-    from ..arrays import array_dump, to_numpy
+    from ..io.objects import array_dump, to_numpy
     from ..pipeline.reduce import array_chunks, reduce_rows, rows_per_chunk
     from ..scores import REGISTRY
 
@@ -311,7 +311,7 @@ def fpr_at_95_tpr(y_true, y_pred, *, input_kind: str | None = None, score: str =
 def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp"):
     """The operating points of the risk-coverage curve, one per group of equal scores.
 
-    The curve AURC and every selective metric read (:func:`selcal.selective.risk_coverage`).
+    The curve AURC and every selective metric read (:func:`selcal.metrics.selective.risk_coverage`).
 
     Parameters
     ----------

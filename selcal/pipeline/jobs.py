@@ -102,11 +102,11 @@ def run_jobs(jobs: Sequence[ModelJob], *, engine: str = "local",
     """Evaluate every job on ``engine``: (the result of the models that succeeded, the failures).
 
     A model that fails does not stop the others; each failure is an
-    :class:`selcal.engines.Failure` whose ``index`` is the job's. The local engine reports
+    :class:`selcal.pipeline.engines.Failure` whose ``index`` is the job's. The local engine reports
     rows of a single model to ``progress``; every engine reports models done to
     ``models_progress``.
     """
-    from ..engines import LocalEngine, get_engine
+    from .engines import LocalEngine, get_engine
 
     runner = get_engine(engine)
     if isinstance(runner, LocalEngine):
@@ -114,7 +114,7 @@ def run_jobs(jobs: Sequence[ModelJob], *, engine: str = "local",
                               progress=models_progress)
     else:
         outcomes = runner.run(_streamed_job, jobs, progress=models_progress)
-    from ..engines import Failure
+    from .engines import Failure
 
     models = [o for o in outcomes if not isinstance(o, Failure)]
     failures = [o for o in outcomes if isinstance(o, Failure)]

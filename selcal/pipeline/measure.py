@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import calibration, diagnostics, scores, selective
+from ..metrics import calibration, diagnostics, selective
+from .. import scores
 from ..errors import SelcalError
-from ..exact_sums import single_threaded_blas
-from ..identity import fingerprint
+from ..metrics.exact_sums import single_threaded_blas
+from .identity import fingerprint
 from ..io import Dump
 from ..metrics import catalog
 from ..options import Options
@@ -227,7 +228,7 @@ def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> 
 
 
 def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> dict:
-    """The most confident errors of every score (see :func:`selcal.diagnostics.confident_errors`)."""
+    """The most confident errors of every score (see :func:`selcal.metrics.diagnostics.confident_errors`)."""
     rows = result.rows
     out = {}
     for name, values in result.score_values.items():

@@ -12,9 +12,10 @@ import os
 
 import numpy as np
 
-from .. import calibration, diagnostics, scores
+from ..metrics import calibration, diagnostics
+from .. import scores
 from ..errors import SelcalError
-from ..exact_sums import single_threaded_blas
+from ..metrics.exact_sums import single_threaded_blas
 from ..options import Options
 from ..scores import REGISTRY
 from ..scores import validate

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import scores
 from ..errors import SelcalError
-from ..identity import identity_hashes
+from .identity import identity_hashes
 from ..io import Dump, fdshifts, lmeval
 from ..io.base import splitmix64
 from ..io.parts import SPLIT_NAMES_KEY
@@ -50,7 +50,7 @@ _MASK64 = (1 << 64) - 1
 def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     """A seeded 64-bit hash of each row's content (logits as float64, label): the leak check
     and the subsampling of large dumps use it; the hold-out never does (it hashes the row's
-    identity, :mod:`selcal.identity`)."""
+    identity, :mod:`selcal.pipeline.identity`)."""
     rng = np.random.default_rng(seed)
     multipliers = rng.integers(0, 2**63, size=logits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
     label_multiplier = np.uint64(int(rng.integers(0, 2**63)) * 2 + 1)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import SelcalError
-from ..identity import fingerprint
+from .identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message, release_read_buffers
 from ..metrics import catalog

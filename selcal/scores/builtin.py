@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import calibrators as _calibrators
+from . import calibrators as _calibrators
 from . import fits
 from .functions import ChunkTerms, energy, gini, logit_margin, margin, negative_entropy, normalised_logits, pnorm
 from .registry import BoardColumn, Display, Score, add

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import functions as scores
-from ..selective import augrc, aurc, risk_coverage
+from ..metrics.selective import augrc, aurc, risk_coverage
 
 __all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
            "PnormSoftmaxFit", "fit_pnorm_softmax", "PNORM_SOFTMAX_T_GRID",

@@ -25,7 +25,7 @@ import json
 import re
 from decimal import Decimal
 
-from selcal.calibrators import GRADIENT_TOLERANCE, SOLVER_KEYS
+from selcal.scores.calibrators import GRADIENT_TOLERANCE, SOLVER_KEYS
 from selcal.scores import REGISTRY
 
 TOLERANT = {name: entry.reproducible_to for name, entry in REGISTRY.items() if entry.reproducible_to}

@@ -11,7 +11,7 @@ import pytest
 import ref_calibration as ref
 
 import selcal
-from selcal import calibration
+from selcal.metrics import calibration
 from selcal.bootstrap import RowData, resample_metrics
 from selcal.metrics import catalog
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from selcal.calibrators import IsotonicFit
+from selcal.scores.calibrators import IsotonicFit
 
 # (0.9 + A) + B and (0.9 + B) + A round differently in float64
 A, B = 0.007214844075832684, 0.007111917696952796

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SelcalError
+from ..errors import SelcalError
 
 __all__ = ["Failure", "LocalEngine", "RayEngine", "ENGINES", "get_engine", "require_ray"]
 

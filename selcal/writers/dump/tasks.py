@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SelcalError
+from ...errors import SelcalError
 from .run import run_dump
 from .writer import DumpSummary
 
@@ -82,13 +82,13 @@ def read_model_list(path) -> list[str]:
 
 
 def run_dumps(tasks: list[DumpTask], *, engine: str = "local", progress=None) -> list:
-    """Run every part on ``engine``: a :class:`DumpSummary` or an :class:`selcal.engines.Failure` each.
+    """Run every part on ``engine``: a :class:`DumpSummary` or an :class:`selcal.pipeline.engines.Failure` each.
 
     On Ray each part is a task with one GPU when the cluster has GPUs (one CPU otherwise);
     a task whose worker dies is retried by Ray and resumes nothing (the part is written
     again from the start, under a temporary name); a rerun skips the complete parts.
     """
-    from ..engines import get_engine
+    from ...pipeline.engines import get_engine
 
     runner = get_engine(engine)
     for task in tasks:

@@ -2,7 +2,7 @@
 
 Read the dumps, split the rows by evaluate's rule (``--val``, a split column, or the seeded
 hold-out), score them, certify a threshold on the calibration rows
-(:mod:`selcal.guarantee`) and measure it on the evaluation rows. For a score fitted on
+(:mod:`selcal.threshold.guarantee`) and measure it on the evaluation rows. For a score fitted on
 validation rows, a seeded half of the validation rows fits it and the other half calibrates,
 so the calibration rows are new to the fitted score (CONVENTIONS.md, "Deployment thresholds
 with a guarantee").
@@ -25,16 +25,16 @@ import numpy as np
 
 from .guarantee import (DEFAULT_DELTA, DEFAULT_METHOD, DEFAULT_RISK, METHODS, Applied, Certificate, apply_threshold,
                         certify, check_level, minimum_rows)
-from .scores import REGISTRY
-from .errors import OptionError, SelcalError
-from .evaluate import resolve_options
-from .identity import identity_hashes
-from .options import Options, split_items
-from .pipeline.measure import INPUT_WORDS
-from .pipeline.reduce import array_chunks, rows_per_chunk
-from .pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
+from ..scores import REGISTRY
+from ..errors import OptionError, SelcalError
+from ..api import resolve_options
+from ..pipeline.identity import identity_hashes
+from ..options import Options, split_items
+from ..pipeline.measure import INPUT_WORDS
+from ..pipeline.reduce import array_chunks, rows_per_chunk
+from ..pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
-from .selective import RiskCoverage, risk_coverage
+from ..metrics.selective import RiskCoverage, risk_coverage
 
 # The halves of the validation rows (fit / calibrate) of a fitted score: the smallest hashes of the
 # rows' identity under this purpose (unrelated to the hold-out's hashes of the same seed) fit.
@@ -269,8 +269,8 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     the rows of a file read whole or streamed get the same bits. Memory: the chunks in flight
     and a few numbers per row.
     """
-    from .pipeline.measure import _measure, fit_scores
-    from .pipeline.split import prime_allocator
+    from ..pipeline.measure import _measure, fit_scores
+    from ..pipeline.split import prime_allocator
 
     prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
     entry = REGISTRY[name]
@@ -392,9 +392,9 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     and kept as its score value, whether it is right and its confidence. With a ``--val`` file,
     that file is read whole, as evaluate reads it.
     """
-    from .io.base import nothing_left_message
-    from .pipeline.split import _check_same_classes, _rows_of, _rule_name, holdout_mask, split_plan
-    from .pipeline.stream import _gather, _stream_chunks
+    from ..io.base import nothing_left_message
+    from ..pipeline.split import _check_same_classes, _rows_of, _rule_name, holdout_mask, split_plan
+    from ..pipeline.stream import _gather, _stream_chunks
 
     options = options or Options()
     score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
@@ -525,8 +525,8 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
     hold-out by position). A column whose values all lie in [0, 1] is a probability (θ near 1 is
     shown as ``1 - x``).
     """
-    from .io.confidence import CONFIDENCE_NAME
-    from .pipeline.split import holdout_mask, split_plan
+    from ..io.confidence import CONFIDENCE_NAME
+    from ..pipeline.split import holdout_mask, split_plan
 
     options = options or Options()
     method, delta, risks = _check_method(method), _check_delta(delta), parse_risks(risk)
@@ -617,7 +617,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     >>> result = selcal.threshold("sample_logits/markus93_densenet40_c10.parquet", risk=0.05)  # doctest: +SKIP
     >>> result.entries[0].threshold  # doctest: +SKIP
     """
-    from .io import open_dump, read_dump
+    from ..io import open_dump, read_dump
 
     options = resolve_options(options, option_values, "threshold")
     if score is not None:
@@ -638,7 +638,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     if score_col is not None:
         raise OptionError("score_col", f"{source.path}: holds logits; {{option}} is for a file of "
                                        "confidences without logits: choose a registered score with --score")
-    from .pipeline.jobs import DEFAULT_MEMORY_BUDGET
+    from ..pipeline.jobs import DEFAULT_MEMORY_BUDGET
 
     if stream is None:
         stream = source.logits_bytes > (DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
@@ -667,7 +667,7 @@ def _one_model(test, lm_choices: int | None, lm_norm: str | None = None) -> list
     picks the questions of one choice count of an lm-evaluation-harness log. Refused: several
     models (logs), a mixed log without ``lm_choices`` (the reader's own refusal, naming the line),
     ``lm_choices`` or ``lm_norm`` on anything but a log, or a count the log does not hold."""
-    from .io import expand_input, lmeval, open_dump
+    from ..io import expand_input, lmeval, open_dump
 
     models = expand_input(test)  # an lm-evaluation-harness log or folder of logs: one model per log and choice count
     logs = list(dict.fromkeys(path for path, _, name in models if name is not None))

@@ -105,7 +105,7 @@ def input_identities(paths) -> dict:
         else:
             files = [name]
             if name.lower().endswith((".npy", ".pt", ".pth")):  # and the labels file read beside it
-                from .arrays import sibling_labels
+                from ..io.arrays import sibling_labels
                 files += [sibling_labels(name)] if sibling_labels(name) else []
         for file in files:
             identity = _identity(file)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SelcalError
-from .metrics import catalog
-from .scores import REGISTRY
+from ..errors import SelcalError
+from . import catalog
+from ..scores import REGISTRY
 
 __all__ = [
     "DEFAULT_ERRORS_TOP",
@@ -61,11 +61,11 @@ def rank_percentile(curve, values) -> np.ndarray:
     g + (m + 1) / 2 (its expected position when the tied rows are taken in a random
     order, the tie rule of the risk-coverage curve), and the percentile is 100 * rank / N:
     a row at 0.1% is among the 0.1% most confident. Read from the tie groups of
-    ``curve`` (a :class:`~selcal.selective.RiskCoverage`), without another sort.
+    ``curve`` (a :class:`~selcal.metrics.selective.RiskCoverage`), without another sort.
 
     Examples
     --------
-    >>> from selcal.selective import risk_coverage
+    >>> from selcal.metrics.selective import risk_coverage
     >>> curve = risk_coverage(np.array([0.9, 0.8, 0.8, 0.1]), np.array([1, 0, 1, 1], dtype=bool))
     >>> rank_percentile(curve, [0.9, 0.8, 0.1]).tolist()
     [25.0, 62.5, 100.0]

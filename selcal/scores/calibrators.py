@@ -18,7 +18,7 @@ from scipy import optimize
 from scipy.sparse import linalg as sparse_linalg
 from scipy.special import log_softmax, logsumexp, softmax
 
-from .errors import SelcalError
+from ..errors import SelcalError
 
 __all__ = ["GRADIENT_TOLERANCE", "REPRODUCIBLE_TO", "SOLVER_KEYS", "DEFAULT_ODIR_LAMBDA", "DEFAULT_ODIR_MU", "DIRICHLET_MEMORY_LIMIT",
            "check_dirichlet_size", "VectorFit", "DirichletFit", "EtsFit", "IsotonicFit",

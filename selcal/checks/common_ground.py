@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .identity import same_data
+from ..pipeline.identity import same_data
 
 __all__ = ["fingerprint_of", "leaderboard_warning", "other_data_message"]
 

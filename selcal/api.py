@@ -13,7 +13,7 @@ from dataclasses import fields, replace
 
 import numpy as np
 
-from . import diagnostics
+from .metrics import diagnostics
 from .errors import SelcalError
 from .io import expand_input, read_dump
 from .io.parquet import parquet_schema_metadata
@@ -83,7 +83,7 @@ def evaluate(
         ``p_grid="1-10"``, ``seed=1``, ...), checked as the CLI checks its flags.
     sweep : the name of a hyperparameter that differs between the models (``--sweep``): each
         model's value, from the Parquet metadata key of that name or else from the file
-        name (:func:`selcal.diagnostics.sweep_value`), goes into ``extra["sweep"]``.
+        name (:func:`selcal.metrics.diagnostics.sweep_value`), goes into ``extra["sweep"]``.
 
     Raises the error of the first model that fails.
 
@@ -213,7 +213,7 @@ def evaluate_arrays(
     >>> result.models[0].accuracy, result.models[0].n_eval
     (0.6666666666666666, 3)
     """
-    from .arrays import array_dump, to_numpy
+    from .io.objects import array_dump, to_numpy
 
     options = resolve_options(options, option_values, "evaluate_arrays")
     if bootstrap:
@@ -254,7 +254,7 @@ def evaluate_arrays(
 
 def sweep_values(paths, name: str) -> list[float]:
     """Each TEST file's value of the swept hyperparameter ``name`` (``--sweep NAME``): its
-    Parquet metadata key ``name``, else its file name (:func:`selcal.diagnostics.sweep_value`)."""
+    Parquet metadata key ``name``, else its file name (:func:`selcal.metrics.diagnostics.sweep_value`)."""
     paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
     return [diagnostics.sweep_value(str(path), name, parquet_schema_metadata(path)) for path in paths]
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import SelcalError
-from .io import Dump, expand_binary
-from .io.base import OOD_GROUPS, OOD_LABEL, first_nonfinite
+from ..errors import SelcalError
+from .base import OOD_GROUPS, OOD_LABEL, Dump, expand_binary, first_nonfinite
 
 __all__ = ["to_numpy", "as_logits", "as_labels", "array_dump"]
 
@@ -155,8 +154,8 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
     ``input_kind`` and ``ood_label`` as for files (:func:`selcal.io.open_dump`)."""
     from types import SimpleNamespace
 
-    from .io.probs import INPUT_KINDS
-    from .io.probs import as_logits as input_logits
+    from .probs import INPUT_KINDS
+    from .probs import as_logits as input_logits
 
     if input_kind is not None and input_kind not in INPUT_KINDS:
         raise SelcalError(f"input_kind must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")

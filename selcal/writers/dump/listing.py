@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SelcalError
+from ...errors import SelcalError
 
 #: The extensions torchvision's ImageFolder accepts (compared case-insensitively); other files are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import SelcalError
+from ...errors import SelcalError
 
 DTYPES = {"float32": (np.float32, pa.float32()), "float16": (np.float16, pa.float16())}
 #: The settings that decide what a dump holds: a complete output with other values is not reused.

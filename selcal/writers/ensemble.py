@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import scores
-from .errors import SelcalError
-from .io import atomic_write, expand_binary, open_dump
-from .io.output import classify
+from .. import scores
+from ..errors import SelcalError
+from ..io import expand_binary, open_dump
+from .output import atomic_write, classify
 
 __all__ = ["ensemble", "EnsembleSummary", "ENSEMBLE_METADATA", "LOGITS_METADATA"]
 

@@ -1,4 +1,4 @@
-"""Renderings of a :class:`selcal.deployment.ThresholdResult`: the terminal text and table, and a
+"""Renderings of a :class:`selcal.threshold.run.ThresholdResult`: the terminal text and table, and a
 self-contained HTML page (the figure embedded). Nothing is measured here."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import html
 
-from . import __version__
-from .deployment import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
-from .escape import printable
+from .._version import __version__
+from .run import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
+from ..escape import printable
 
 __all__ = ["provenance", "table_rows", "render_terminal", "render_html"]
 

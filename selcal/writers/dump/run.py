@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .._version import __version__
-from ..errors import SelcalError
+from ..._version import __version__
+from ...errors import SelcalError
 from .listing import (assign_split, data_fingerprint, file_sha256, list_image_folder, parse_class_map, read_labels_csv,
                       select_limit, shard_rows)
 from .model import (collate, data_config_and_transform, image_dataset, import_stack, load_model, require_stack,
@@ -176,7 +176,7 @@ def run_dump(model_name: str, data, out, *, pretrained: bool = False, checkpoint
             "selcal.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         if errors_path is not None:  # written before the dump is complete: a complete dump has its list
-            from ..io import atomic_write
+            from ..output import atomic_write
 
             with atomic_write(errors_path) as handle:
                 for path, reason in unreadable:

@@ -7,7 +7,7 @@ import difflib
 import logging
 import warnings
 
-from ..errors import SelcalError
+from ...errors import SelcalError
 
 #: What to install, in words that work from a clone of selcal (no registry serves 'selcal[timm]').
 INSTALL_HINT = "pip install torch torchvision timm (or, in a clone of selcal, pip install -e '.[timm]')"

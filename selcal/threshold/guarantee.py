@@ -3,7 +3,7 @@
 Pure functions of arrays: a confidence score and whether each prediction is correct on the
 *calibration* rows in, the lowest threshold θ (accept s >= θ) whose selective risk on new data
 is at most a target r with probability at least 1 - δ out. The candidates are the operating
-points of :func:`selcal.selective.risk_coverage` (one per tie group: ties are accepted or
+points of :func:`selcal.metrics.selective.risk_coverage` (one per tie group: ties are accepted or
 rejected together); nothing here sorts.
 
 - :func:`sgr`: Geifman & El-Yaniv 2017, Algorithm 1 (selection with guaranteed risk): a binary
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .selective import RiskCoverage, risk_coverage
+from ..metrics.selective import RiskCoverage, risk_coverage
 
 __all__ = [
     "METHODS",

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
-from .io import Outputs
-from .report import calibrators, fit_notes, metric_sections
-from .scores import REGISTRY
+from .._version import __version__
+from ..writers.output import Outputs
+from . import calibrators, fit_notes, metric_sections
+from ..scores import REGISTRY
 
 __all__ = ["render_report", "write_report"]
 
@@ -85,14 +85,14 @@ def _format(value, kind: str) -> str:
 
 
 def _e(text) -> str:
-    from .escape import html_text  # a control character or a non-UTF-8 byte of a name as a visible escape
+    from ..escape import html_text  # a control character or a non-UTF-8 byte of a name as a visible escape
 
     return html_text(text)
 
 
 def _name(text) -> str:
     """A model's name or a path as element text: it breaks at ``/ _ - .`` first (``<wbr>``)."""
-    from .escape import html_name
+    from ..escape import html_name
 
     return html_name(text)
 
@@ -186,7 +186,7 @@ def _figure_id(figure) -> str:
 def _tiled(figures) -> dict[tuple[str, str], tuple[Any, int, int]]:
     """(model, kind) -> (figure across models, its page, pages) for each model whose figure of that
     kind a figure across models shows already, as a tile (:data:`selcal.figures.render.TILES`)."""
-    from .figures.render import TILES
+    from ..figures.render import TILES
 
     out = {}
     for kind, tile in TILES.items():
@@ -378,7 +378,7 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     ``kinds``, ``workers``, ``progress``: of the figures rendered here (see
     :func:`selcal.figures.render_figures`).
     """
-    from .figures import render_figures
+    from ..figures import render_figures
 
     shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):

@@ -14,7 +14,7 @@ import hashlib
 
 import numpy as np
 
-from .io.base import splitmix64
+from ..io.base import splitmix64
 
 __all__ = ["id_hashes", "position_hashes", "identity_hashes", "fingerprint", "same_data"]
 
