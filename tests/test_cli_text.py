@@ -2,7 +2,7 @@
 
 1. Warnings about the data: stderr always (``-q``, ``--json -``, leaderboard, check, compare), one
    line each, silenced only by ``--no-warnings``; in check's Markdown and JUnit.
-2. Help: ``-h`` everywhere, no ``<bool>``, defaults whole at 80 columns.
+2. Help: tests/cli/test_help_panels.py.
 3. Tables: nothing said about scores that were not evaluated, lines not cut at 80 columns in a
    pipe, one set of metric names (report.METRIC_NAMES) in every table.
 4. The leaderboard's ``p`` column says when pnorm fell back to MSP (terminal, CSV, Markdown).
@@ -116,23 +116,7 @@ def test_compare_shows_the_warnings_of_both_models(cli, dumps):
 
 
 # ============================================================================= 2. help
-@pytest.mark.parametrize("command", [[], ["evaluate"], ["check"], ["compare"], ["dump"]])
-def test_dash_h_is_help_on_every_command(cli, command):
-    short, long = cli(*command, "-h"), cli(*command, "--help")
-    assert short.exit_code == 0 and short.stdout.startswith("Usage: ")
-    assert short.stdout == long.stdout
-
-
-@pytest.mark.parametrize("command", ["evaluate", "check", "compare", "dump"])
-def test_help_shows_no_bool_metavar_and_whole_defaults_at_80_columns(cli, command):
-    text = cli(command, "-h", env={"COLUMNS": "80", "TERM": "dumb"}).stdout
-    assert "<bool>" not in text and "…" not in text
-    options = text.split("Options:", 1)[1]
-    assert not re.search(r"<(bool|str|int|float|path|list\[)", options)  # a word for what an option takes
-    assert max(len(line) for line in text.splitlines()) <= 80
-    if command in ("evaluate", "compare"):
-        assert "msp,max_logit,pnorm,temp]" in text  # the default, whole
-        assert re.search(r"--no-center\s+Centre", text)  # the flag pair, with no type after it
+# (tests/cli/test_help_panels.py)
 
 
 # =================================================================== 3. tables and names

@@ -24,18 +24,17 @@ load_entry_points()  # scores that installed packages declare (group selcal.scor
 
 from . import check, dumps, evaluate, threshold  # noqa: E402  (one module per command group)
 from .common import say, show_warnings  # noqa: E402
-from .groups import set_metavars  # noqa: E402
+from .groups import Command, Group, dress_help  # noqa: E402
 from .signals import SIGNAL_LINES, Signalled, catch_signals  # noqa: E402
 
 __all__ = ["app", "run", "show_warnings"]
 
 app = typer.Typer(
-    add_completion=False,
+    cls=Group,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    # Plain Click help: it wraps at word boundaries to any width (never cuts a default off),
-    # reads the same in a pipe or a CI log, and shows no <bool> metavar on flags.
-    rich_markup_mode=None,
+    rich_markup_mode="rich",  # --help in panels (cli/groups.py: PANELS)
     context_settings={"help_option_names": ["-h", "--help"]},
     help="How well does a classifier know when it is wrong? Selective classification and calibration from saved logits.",
 )
@@ -56,8 +55,18 @@ def main(
 
 for _command in (evaluate.evaluate, check.check, check.compare, dumps.pixels, dumps.ensemble, dumps.dump,
                  threshold.threshold):
-    app.command()(_command)
-set_metavars(app)
+    app.command(cls=Command)(_command)
+dress_help(app)
+
+
+def _command_path(error) -> str:
+    """The command a usage error is about (``selcal evaluate``), whose ``--help`` says what it takes;
+    from the error's context, else from the command line (the parser's errors have no context)."""
+    context = getattr(error, "ctx", None)
+    if context is not None:
+        return context.command_path
+    names = [command.name or command.callback.__name__ for command in app.registered_commands]
+    return " ".join(["selcal", *[word for word in sys.argv[1:] if word in names][:1]])
 
 
 def run() -> None:
@@ -72,7 +81,7 @@ def run() -> None:
     for problem in PROBLEMS:  # a plug-in that failed to load: every other score and command works
         say(f"selcal: warning: {problem}")
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="selcal")  # (also as python -m selcal.cli)
     except Signalled as exc:
         for name in SIGNAL_LINES:  # a second signal now would cut the line short
             signal.signal(getattr(signal, name), signal.SIG_IGN)
@@ -93,6 +102,6 @@ def run() -> None:
             raise
         message = exc.format_message().strip()
         if message:  # (no arguments at all: the help was printed, nothing to add)
-            say(f"selcal: error: {message} (see selcal --help)")
+            say(f"selcal: error: {message} (see {_command_path(exc)} --help)")
         code = getattr(exc, "exit_code", 2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -170,6 +170,36 @@ def score_option_rules(chosen) -> list[tuple]:
     return rules
 
 
+# --help in panels, in the order a user thinks of a run: what to read, what to compute, what to
+# show. A parameter's panel is named here by its name, once for every command; the panels follow
+# this order, and the parameters within a panel the command's own order.
+PANELS = {
+    "Input": ("val", "baseline", "data", "models_file", "class_map", "labels", "limit", "label_col", "logits_col",
+              "ignore_label", "group_col", "input_kind", "ood_label", "lm_norm", "lm_choices", "pixels_per_image"),
+    "Scores and fits": ("scores", "score", "score_cols", "score_col", "uncertainty_cols", "val_fraction", "center",
+                        "p_grid", "pnorm_objective", "temp_objective", "odir_lambda", "odir_mu", "pretrained",
+                        "checkpoint", "num_classes"),
+    "Metrics": ("bins", "risks", "coverages", "aurc_estimator", "aece_estimator"),
+    "Guarantee": ("risk", "delta", "method"),
+    "Intervals": ("bootstrap", "bootstrap_refit", "confidence"),
+    "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
+    "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
+                "errors_top", "out", "out_dir", "dtype", "errors", "overwrite"),
+    "Figures and report": ("plots_dir", "plot_format", "figure_kinds", "report_path", "ls_alpha", "at_coverage",
+                           "rank_maps", "rank_maps_of"),
+    "Run": ("engine", "shards", "device", "batch_size", "workers", "seed", "quiet", "no_warnings"),
+}
+# A command's own word for a panel, and the options that sit elsewhere in one command.
+PANEL_TITLES = {"evaluate": {"Outputs": "Leaderboard and outputs"}, "dump": {"Scores and fits": "Model"}}
+PANEL_EXCEPTIONS = {"dump": {"val_fraction": "Outputs"}}  # (dump writes the split; it fits nothing)
+_PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def panel_of(command: str, name: str) -> tuple[int, str]:
+    """(rank, title) of the panel of the option ``name`` of ``command``; an option no panel names: Run."""
+    panel = PANEL_EXCEPTIONS.get(command, {}).get(name) or _PANEL_OF.get(name, "Run")
+    return list(PANELS).index(panel), PANEL_TITLES.get(command, {}).get(panel, panel)
+
 # Metavars of the help (one place): a word for what the option takes, never Typer's <type>.
 _METAVARS = {
     "files": "TEST", "current": "CURRENT", "val": "FILE", "baseline": "FILE", "json_path": "PATH",
@@ -183,17 +213,65 @@ _METAVARS = {
 _TYPE_METAVARS = {int: "N", float: "X", str: "TEXT", Path: "FILE"}
 
 
-def set_metavars(typer_app) -> None:
-    """Give every option of ``typer_app``'s commands without a metavar the word of :data:`_METAVARS`
-    (else one for its type)."""
+def dress_help(typer_app) -> None:
+    """Ready the ``--help`` of every command of ``typer_app``: each option in its panel of
+    :data:`PANELS` (the panels in that order, the arguments first), and a metavar for every option
+    that takes a value (the word of :data:`_METAVARS`, else one for its type)."""
     for command in typer_app.registered_commands:
+        name = command.name or command.callback.__name__
+        paragraphs = inspect.cleandoc(command.callback.__doc__ or "").split("\n\n")
+        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)  # (rich keeps single newlines)
         hints = typing.get_type_hints(command.callback)
-        for name, parameter in inspect.signature(command.callback).parameters.items():
+        signature = inspect.signature(command.callback)
+        for parameter_name, parameter in signature.parameters.items():
             info = parameter.default
-            if not isinstance(info, (typer.models.OptionInfo, typer.models.ArgumentInfo)) or info.metavar:
+            if not isinstance(info, (typer.models.OptionInfo, typer.models.ArgumentInfo)):
                 continue
-            hint = hints.get(name)
+            if isinstance(info, typer.models.OptionInfo):
+                info.rich_help_panel = panel_of(name, parameter_name)[1]
+            if info.metavar:
+                continue
+            hint = hints.get(parameter_name)
             while typing.get_args(hint) and hint is not bool:  # Optional[List[X]] -> X
                 hint = next(a for a in typing.get_args(hint) if a is not type(None))
             if hint is not bool:
-                info.metavar = _METAVARS.get(name) or _TYPE_METAVARS.get(hint, "VALUE")
+                info.metavar = _METAVARS.get(parameter_name) or _TYPE_METAVARS.get(hint, "VALUE")
+
+        def rank(parameter, command=name):  # the context and the arguments first, in their order; then the panels
+            if not isinstance(parameter.default, typer.models.OptionInfo):
+                return (-1, 0)
+            names = [n for names in PANELS.values() for n in names]
+            return (panel_of(command, parameter.name)[0],
+                    names.index(parameter.name) if parameter.name in names else len(names))
+
+        ordered = sorted(signature.parameters.values(), key=rank)  # (Typer calls the command by keywords)
+        command.callback.__signature__ = signature.replace(
+            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered])
+
+
+def _no_types(params):
+    """No ``<type>`` beside an argument (its name says what it is) or a flag (it takes no value)."""
+    for param in params:
+        if isinstance(param, typer.core.TyperArgument) or getattr(param, "is_flag", False):
+            param.display_type_rich = lambda ctx=None: None
+    return params
+
+
+class Command(typer.core.TyperCommand):
+    """A command of selcal: ``--help`` last, in the Run panel; no ``<type>`` beside an argument or a flag."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.rich_help_panel = "Run"
+        return option
+
+    def get_params(self, ctx):
+        return _no_types(super().get_params(ctx))
+
+
+class Group(typer.core.TyperGroup):
+    """The ``selcal`` group: no ``<type>`` beside a flag; its commands in the order they are registered."""
+
+    def get_params(self, ctx):
+        return _no_types(super().get_params(ctx))
