@@ -1,4 +1,4 @@
-"""Smooth ECE of a block of bootstrap resamples at once (selcal.smooth.SmoothEceOfCounts): each
+"""Smooth ECE of a block of bootstrap resamples at once (selcal.metrics.smooth.SmoothEceOfCounts): each
 resample's value and σ* equal the scalar search (smooth_ece on the explicitly repeated rows, on the
 resample grid of metrics.catalog.SMOOTH_RESAMPLE) to 1e-9, in every case the scalar search has."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from selcal import smooth
+from selcal.metrics import smooth
 from selcal.metrics.catalog import SMOOTH_RESAMPLE
 
 TOL = 1e-9  # σ* is within xtol = 1e-10 of the fixed point in both searches
