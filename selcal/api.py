@@ -85,7 +85,10 @@ def evaluate(
         model's value, from the Parquet metadata key of that name or else from the file
         name (:func:`selcal.metrics.diagnostics.sweep_value`), goes into ``extra["sweep"]``.
 
-    Raises the error of the first model that fails.
+    Raises
+    ------
+    SelcalError
+        The error of the first model that fails (a file that cannot be read, an option out of range).
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""The README's ready-to-copy CI job, run as written on the sample dumps (issue 20): it passes the
+"""The ready-to-copy CI job of docs/guides/compare-and-gate.md, run as written on the sample dumps (issue 20): it passes the
 focal-loss model against the cross-entropy baseline and fails a clearly worse model on the same data."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ FOCAL = SAMPLES / "calibrator_cifar10_resnet50_focal.parquet"
 
 
 def job_commands() -> list[list[str]]:
-    """The selcal commands of the README's workflow (its `run:` blocks), as argument lists."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The selcal commands of the guide's workflow (its `run:` blocks), as argument lists."""
+    readme = (ROOT / "docs" / "guides" / "compare-and-gate.md").read_text(encoding="utf-8")
     yaml = readme[readme.index("# .github/workflows/selcal.yml"):]
     yaml = yaml[:yaml.index("```")]
     commands = []
@@ -27,7 +27,7 @@ def job_commands() -> list[list[str]]:
         text = re.sub(r"\\\n\s*", " ", block)  # continuation lines
         commands += [shlex.split(line) for line in text.splitlines() if line.strip().startswith("selcal ")]
     baseline = re.search(r"`(selcal evaluate ci/model\.parquet [^`]*--json ci/baseline\.json)`", readme)
-    assert baseline, "the README states the command that makes the baseline"
+    assert baseline, "the guide states the command that makes the baseline"
     assert [c[:2] for c in commands] == [["selcal", "evaluate"], ["selcal", "check"]], commands
     return [shlex.split(baseline.group(1))] + commands
 

@@ -438,37 +438,6 @@ def test_progress_only_on_a_terminal(cli, dumps, command):
     assert terminal.exit_code == 0 and "bootstrap resamples" in terminal.stderr
 
 
-# ===================================================================== 10. README install lines
-def _readme() -> str:
-    from pathlib import Path
-
-    return (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-
-
-def test_readme_installs_from_the_clone_without_placeholders():
-    text = _readme()
-    installs = re.findall(r"pip install ([^\n`#&]+)", text)
-    assert installs
-    for target in installs:  # selcal itself from the clone (it is not on PyPI); other packages by name
-        first = target.split()[0].strip("'\"")
-        assert not first.lower().startswith("selcal"), target
-    assert any(t.split()[0] == "." for t in installs) and "'.[timm]'" in installs
-    assert "OWNER" not in text and "selcal @ git+" not in text and "pip install 'selcal[" not in text
-
-
-def test_readme_ci_job_uses_only_existing_options(cli):
-    text = _readme()
-    job = text[text.index("# .github/workflows/selcal.yml"):]
-    job = job[:job.index("```")]
-    assert "pip install ." in job
-    commands = re.findall(r"selcal (evaluate|check|compare) ((?:[^\n]|\\\n)+)", job.replace("\\\n", " "))
-    assert {c for c, _ in commands} >= {"evaluate", "check"}
-    for command, args in commands:
-        help_text = cli(command, "-h").stdout
-        for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", args):
-            assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", help_text), (command, flag)
-
-
 def test_the_rows_bar_turns_during_the_fits_before_any_row_is_counted(monkeypatch, capsys):
     import time
 

@@ -286,8 +286,11 @@ def register_score(name: str, *, score: Callable[[np.ndarray, Any], np.ndarray],
     raw_logits : it means nothing on log-probabilities (it reads the logits' scale).
     options : fields of :class:`selcal.Options` its fit reads.
 
-    Returns the :class:`Score` entry. The values are computed chunk by chunk (the same
-    numbers whether the file is read whole or streamed).
+    Returns
+    -------
+    Score
+        The registry entry. The values are computed chunk by chunk (the same numbers whether the
+        file is read whole or streamed).
 
     Examples
     --------
