@@ -22,7 +22,7 @@ from ..scores import REGISTRY
 
 __all__ = ["PLOT_FORMATS", "NAME_LIMITS", "SCORE_LABELS", "SCORE_COLOURS", "SCORE_STYLES", "STYLE",
            "FALLBACK_FONTS", "REPLACEMENT_CHARACTER", "RenderedFigure", "user_text", "new_figure", "render",
-           "safe_stem", "style", "mpl", "wrap"]
+           "safe_stem", "style", "mpl", "wrap", "on_axes", "one_model"]
 
 PLOT_FORMATS = ("png", "svg", "pdf")
 # Longest user text, in characters, in a title, a legend entry and a tick label (see user_text).
@@ -191,6 +191,35 @@ def new_figure(width: float, height: float):
     _, Figure, FigureCanvasAgg = mpl()
     figure = Figure(figsize=(width, height), dpi=STYLE["savefig.dpi"], layout="constrained")
     FigureCanvasAgg(figure)
+    return figure
+
+
+def one_model(model):
+    """The :class:`~selcal.results.ModelResult` a figure of one model draws: ``model`` itself, or the
+    one model of an :class:`~selcal.results.EvaluationResult`."""
+    from ..errors import SelcalError
+
+    models = getattr(model, "__dict__", {}).get("models")
+    if models is None:
+        return model
+    if len(models) != 1:
+        names = ", ".join(repr(m.name) for m in models[:5])
+        raise SelcalError(f"the result holds {len(models)} models ({names}); pass one: result.models[i] or "
+                          "result['name']")
+    return models[0]
+
+
+def on_axes(ax, draw, size: tuple[float, float]):
+    """``draw(axes)`` on the caller's ``ax`` (returned; its figure and matplotlib's settings are left
+    as they are), or on the axes of a new Figure of ``size`` inches in selcal's style (returned).
+    No figure is registered with pyplot, and no global setting outlives the call."""
+    if ax is not None:
+        draw(ax)
+        return ax
+    matplotlib, _, _ = mpl()
+    with matplotlib.rc_context(style()):
+        figure = new_figure(*size)
+        draw(figure.add_subplot())
     return figure
 
 

@@ -11,11 +11,12 @@ import numpy as np
 
 from ..metrics import calibration
 from ..scores import REGISTRY
-from .base import (NAME_LIMITS, figure_width, legend_columns, new_figure, pct, plain_log_axis, score_label, user_text,
-                   wrap)
+from .base import (NAME_LIMITS, figure_width, legend_columns, mpl, new_figure, on_axes, one_model, pct, plain_log_axis,
+                   score_label, style, user_text, wrap)
 from .data import RELIABILITY_LEVEL, histogram_top, reliability_data, smooth_reliability_data
 
-__all__ = ["figure_reliability", "figure_smooth_reliability", "probability_scores", "GAP_STYLES"]
+__all__ = ["plot_reliability", "plot_smooth_reliability", "figure_reliability", "figure_smooth_reliability",
+           "probability_scores", "score_panel", "GAP_STYLES"]
 
 
 def probability_scores(model) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -51,6 +52,116 @@ GAP_STYLES = {
 }
 
 
+def score_panel(model, score: str) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence, correct) of one probability score of ``model`` (:func:`probability_scores`)."""
+    from ..errors import SelcalError
+
+    panels = {name: (confidence, correct) for name, confidence, correct in probability_scores(model)}
+    if score not in panels:
+        raise SelcalError(f"score {score!r} has no probabilities in this result; choose one of "
+                          f"{', '.join(panels) or '(none: no score has probabilities)'}")
+    return panels[score]
+
+
+def _reliability_on(ax, data) -> None:
+    """The reliability diagram on ``ax``: each bin's accuracy, its gap to the mean confidence, the
+    empty bins, the accuracy's interval and the diagonal, on [0, 1] x [0, 1]."""
+    left, width = data.edges[:-1], np.diff(data.edges)
+    full = ~data.empty
+    ax.bar(left[full], data.accuracy[full], width=width[full], align="edge", color="#9ecae1",
+           edgecolor="#08519c", linewidth=0.8, label="accuracy in the bin")
+    low = np.minimum(data.accuracy, data.confidence)
+    for side, style in GAP_STYLES.items():
+        drawn = full & (np.sign(data.gap) == (1 if side == "over" else -1))
+        if drawn.any():  # a legend entry only for a kind of gap that is drawn
+            ax.bar(left[drawn], np.abs(data.gap[drawn]), bottom=low[drawn], width=width[drawn], align="edge",
+                   linewidth=0.6, **style)
+    if data.empty.any():
+        ax.bar(left[data.empty], np.ones(int(data.empty.sum())), width=width[data.empty], align="edge",
+               color="none", edgecolor="0.72", linewidth=0.4, hatch="..", label="empty bin (no samples)")
+    centre = left + width / 2
+    ax.errorbar(centre[full], data.accuracy[full],
+                yerr=[data.accuracy[full] - data.lower[full], data.upper[full] - data.accuracy[full]],
+                fmt="none", ecolor="#08306b", elinewidth=0.9, capsize=2.0, capthick=0.9,
+                label=f"{100 * RELIABILITY_LEVEL:g}% Clopper-Pearson interval of the accuracy")
+    ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+
+
+def _histogram_on(hist, data) -> None:
+    """The confidence histogram (log counts) under a reliability diagram, with the overall accuracy
+    and mean confidence."""
+    left, width = data.edges[:-1], np.diff(data.edges)
+    full = ~data.empty
+    hist.bar(left[full], data.count[full], width=width[full], align="edge", color="0.55", edgecolor="white",
+             linewidth=0.5)
+    hist.set_yscale("log")
+    hist.set_ylim(0.7, histogram_top(data.count))
+    plain_log_axis(hist.yaxis, plain_below=math.inf)  # counts: 1, 10, 100, 1,000, ...
+    hist.axvline(data.overall_accuracy, color="#08519c", linestyle="--", linewidth=1.0,
+                 label=f"accuracy {100 * data.overall_accuracy:.1f}%")
+    hist.axvline(data.overall_confidence, color="#cb181d", linestyle=":", linewidth=1.2,
+                 label=f"mean confidence {100 * data.overall_confidence:.1f}%")
+    hist.set_xlabel("confidence (top-label probability)")
+    hist.set_ylabel("samples (log)")
+
+
+def plot_reliability(model, score: str = "msp", *, bins: int | None = None, ax=None, hist_ax=None):
+    """The reliability diagram of one probability score (a panel of the ``reliability`` figure).
+
+    Parameters
+    ----------
+    model : ModelResult or EvaluationResult of one model
+    score : str, default "msp"
+        A score with probabilities (``msp``, ``temp``, a calibrator, a probability column).
+    bins : int, optional
+        Equal-width bins (default: the result's ``bins`` option, as its ECE).
+    ax : matplotlib Axes, optional
+        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
+        None: a new Figure in selcal's style, with the confidence histogram under the diagram.
+    hist_ax : matplotlib Axes, optional
+        With ``ax``: axes for the confidence histogram (log counts), e.g. the subplot below.
+
+    Returns
+    -------
+    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+
+    Examples
+    --------
+    >>> from matplotlib.figure import Figure
+    >>> import selcal
+    >>> result = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], [0, 1, 1], scores="msp")
+    >>> ax = Figure().subplots()
+    >>> plot_reliability(result, ax=ax) is ax, ax.get_ylabel()
+    (True, 'accuracy')
+    """
+    options = getattr(model, "options", None)  # an EvaluationResult's (a ModelResult has none)
+    model = one_model(model)
+    confidence, correct = score_panel(model, score)
+    n_bins = bins or getattr(options, "bins", None) or calibration.DEFAULT_BINS
+    data = reliability_data(confidence, correct, n_bins)
+
+    def draw(target, hist=None) -> None:
+        _reliability_on(target, data)
+        target.set_title(f"{score_label(score, model)}: ECE {pct(model.scores[score].get('ece'))} ({n_bins} bins)")
+        target.legend(fontsize="small")
+        if hist is not None:
+            _histogram_on(hist, data)
+
+    if ax is not None:
+        draw(ax, hist_ax)
+        return ax
+    matplotlib, _, _ = mpl()
+    with matplotlib.rc_context(style()):
+        figure = new_figure(5.0, 6.4)
+        grid = figure.add_gridspec(2, 1, height_ratios=[3.0, 1.25])
+        top = figure.add_subplot(grid[0])
+        draw(top, figure.add_subplot(grid[1], sharex=top))
+    return figure
+
+
 def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
     """Reliability diagram (gap shaded, empty bins hatched, each bin's accuracy with its 95%
     Clopper-Pearson interval) over a confidence histogram, per probability score."""
@@ -68,28 +179,7 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         row, column = divmod(index, columns)
         ax = figure.add_subplot(grid[2 * row, column])
         hist = figure.add_subplot(grid[2 * row + 1, column], sharex=ax)
-        left, width = data.edges[:-1], np.diff(data.edges)
-        full = ~data.empty
-        ax.bar(left[full], data.accuracy[full], width=width[full], align="edge", color="#9ecae1",
-               edgecolor="#08519c", linewidth=0.8, label="accuracy in the bin")
-        low = np.minimum(data.accuracy, data.confidence)
-        for side, style in GAP_STYLES.items():
-            drawn = full & (np.sign(data.gap) == (1 if side == "over" else -1))
-            if drawn.any():  # a legend entry only for a kind of gap that is drawn
-                ax.bar(left[drawn], np.abs(data.gap[drawn]), bottom=low[drawn], width=width[drawn], align="edge",
-                       linewidth=0.6, **style)
-        if data.empty.any():
-            ax.bar(left[data.empty], np.ones(int(data.empty.sum())), width=width[data.empty], align="edge",
-                   color="none", edgecolor="0.72", linewidth=0.4, hatch="..", label="empty bin (no samples)")
-        centre = left + width / 2
-        ax.errorbar(centre[full], data.accuracy[full],
-                    yerr=[data.accuracy[full] - data.lower[full], data.upper[full] - data.accuracy[full]],
-                    fmt="none", ecolor="#08306b", elinewidth=0.9, capsize=2.0, capthick=0.9,
-                    label=f"{100 * RELIABILITY_LEVEL:g}% Clopper-Pearson interval of the accuracy")
-        ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, label="perfect calibration")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("accuracy")
+        _reliability_on(ax, data)
         ax.tick_params(labelbottom=False)
         ece = model.scores[score].get("ece")
         ax.set_title(wrap(f"{score_label(score, model, NAME_LIMITS['title'])}\nECE {pct(ece)} ({n_bins} bins)",
@@ -97,25 +187,13 @@ def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):
         handles, labels = ax.get_legend_handles_labels()
         for handle, label in zip(handles, labels):
             legend_entries.setdefault(label, handle)
-        hist.bar(left[full], data.count[full], width=width[full], align="edge", color="0.55", edgecolor="white",
-                 linewidth=0.5)
-        hist.set_yscale("log")
-        hist.set_ylim(0.7, histogram_top(data.count))
-        plain_log_axis(hist.yaxis, plain_below=math.inf)  # counts: 1, 10, 100, 1,000, ...
-        hist.axvline(data.overall_accuracy, color="#08519c", linestyle="--", linewidth=1.0,
-                     label=f"accuracy {100 * data.overall_accuracy:.1f}%")
-        hist.axvline(data.overall_confidence, color="#cb181d", linestyle=":", linewidth=1.2,
-                     label=f"mean confidence {100 * data.overall_confidence:.1f}%")
-        hist.set_xlabel("confidence (top-label probability)")
-        hist.set_ylabel("samples (log)")
+        _histogram_on(hist, data)
         hist.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, fontsize=7.5, borderaxespad=0.0)
     figure.legend(list(legend_entries.values()), list(legend_entries), loc="outside lower center",
                   ncol=legend_columns(legend_entries, figure_width(figure), 2 if len(panels) == 1 else 3))
     figure.suptitle(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: reliability on {model.n_eval:,} samples",
                          figure_width(figure), 11), fontsize=11)
     return figure
-
-
 
 
 SMOOTH_CURVE_COLOUR = "#cb181d"
@@ -137,6 +215,63 @@ def _density_curve(ax, data) -> None:
     colours = np.tile(to_rgba(SMOOTH_CURVE_COLOUR), (segments.shape[0], 1))
     colours[:, 3] = np.clip(0.3 + 0.7 * np.minimum(1.0, 0.3 * middle), 0.3, 1.0)
     ax.add_collection(LineCollection(segments, linewidths=widths, colors=colours, capstyle="round", zorder=3))
+
+
+def _smooth_on(ax, data) -> str:
+    """The smoothed reliability curve on ``ax``: the diagonal, the density of confidences, the curve
+    (thicker where more rows) and a rug of rows; returns the rug's legend label."""
+    ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, zorder=2)
+    peak = float(np.max(data.density))
+    if peak > 0:
+        ax.fill_between(data.t, 0.0, DENSITY_HEIGHT * data.density / peak, color="0.55", alpha=0.35,
+                        linewidth=0, zorder=1)
+    _density_curve(ax, data)
+    hits = data.tick_correct
+    ax.vlines(data.ticks[hits], 0.0, TICK_HEIGHT, color="black", linewidth=0.6, zorder=4)
+    ax.vlines(data.ticks[~hits], -TICK_HEIGHT, 0.0, color="black", linewidth=0.6, zorder=4)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.05, 1.05)
+    return f"{data.ticks.size:,} rows at random: correct above 0, errors below"
+
+
+def plot_smooth_reliability(model, score: str = "msp", *, ax=None):
+    """The smoothed reliability curve of one probability score at its smooth ECE's σ* (a panel of
+    the ``smooth`` figure; Błasiok & Nakkiran, ICLR 2024).
+
+    Parameters
+    ----------
+    model : ModelResult or EvaluationResult of one model
+    score : str, default "msp"
+        A score with probabilities.
+    ax : matplotlib Axes, optional
+        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
+        None: a new Figure in selcal's style.
+
+    Returns
+    -------
+    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+
+    Examples
+    --------
+    >>> from matplotlib.figure import Figure
+    >>> import selcal
+    >>> result = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0], [0.5, 0.0]], [0, 1, 1, 0], scores="msp")
+    >>> ax = Figure().subplots()
+    >>> plot_smooth_reliability(result, ax=ax) is ax, ax.get_xlabel()
+    (True, 'confidence (top-label probability)')
+    """
+    model = one_model(model)
+    confidence, correct = score_panel(model, score)
+    metrics = model.scores[score]
+    data = smooth_reliability_data(confidence, correct, metrics.get("smece"), metrics.get("smece_sigma"))
+
+    def draw(target) -> None:
+        _smooth_on(target, data)
+        target.set_title(f"{score_label(score, model)}: smooth ECE {pct(data.smece)} (σ* = {data.sigma:.3g})")
+        target.set_xlabel("confidence (top-label probability)")
+        target.set_ylabel("accuracy (kernel-smoothed)")
+
+    return on_axes(ax, draw, size=(5.0, 4.6))
 
 
 def figure_smooth_reliability(model):
@@ -169,18 +304,7 @@ def figure_smooth_reliability(model):
         metrics = model.scores[score]
         data = smooth_reliability_data(confidence, correct, metrics.get("smece"), metrics.get("smece_sigma"))
         ax = figure.add_subplot(grid[index // columns, index % columns])
-        ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=0.9, zorder=2)
-        peak = float(np.max(data.density))
-        if peak > 0:
-            ax.fill_between(data.t, 0.0, DENSITY_HEIGHT * data.density / peak, color="0.55", alpha=0.35,
-                            linewidth=0, zorder=1)
-        _density_curve(ax, data)
-        hits = data.tick_correct
-        ax.vlines(data.ticks[hits], 0.0, TICK_HEIGHT, color="black", linewidth=0.6, zorder=4)
-        ax.vlines(data.ticks[~hits], -TICK_HEIGHT, 0.0, color="black", linewidth=0.6, zorder=4)
-        ticks_label = f"{data.ticks.size:,} rows at random: correct above 0, errors below"
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-0.05, 1.05)
+        ticks_label = _smooth_on(ax, data)
         drawn_at = "" if data.bandwidth == data.sigma else f", drawn at σ = {data.bandwidth:.3g}"
         ax.set_title(wrap(f"{score_label(score, model, NAME_LIMITS['title'])}\n"
                           f"smooth ECE {pct(data.smece)} (σ* = {data.sigma:.3g}{drawn_at})", panel_width))

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from .base import (NAME_LIMITS, all_scores, figure_width, legend_below, legend_columns, model_colours, mpl,
-                   new_figure, pct, score_colour, score_detail, score_label, score_style, user_text, wrap)
+                   new_figure, on_axes, one_model, pct, score_colour, score_detail, score_label, score_style, user_text, wrap)
 from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, RCPoints, errors_at_coverage_by_group,
                    rc_curve_points, shown_groups)
 
-__all__ = ["figure_rc", "figure_rc_overlay", "figure_errors_by_group", "OVERLAY_LEGEND_MODELS"]
+__all__ = ["plot_rc", "figure_rc", "figure_rc_overlay", "figure_errors_by_group", "OVERLAY_LEGEND_MODELS"]
 
 OVERLAY_LEGEND_MODELS = 8  # more models: overlay_rc names them in one shared legend
 
@@ -55,17 +55,59 @@ def _draw_rc(ax, entries, error_rate_line=None):
     return handles
 
 
+def _rc_on(ax, model, scores: Sequence[str] | None, max_points: int | None) -> list:
+    """The risk-coverage curves of ``scores`` (every score with a curve: None) of one model on ``ax``,
+    AURC in their labels, and the error rate with no abstention; returns the legend's handles."""
+    names = list(model.curves) if scores is None else [name for name in model.curves if name in scores]
+    entries = [
+        (rc_curve_points(model.curves[name], max_points),
+         f"{score_label(name, model)}: AURC {pct(model.scores[name].get('aurc'))}",
+         score_colour(name), score_style(name))
+        for name in names
+    ]
+    return _draw_rc(ax, entries, error_rate_line=model.error)
+
+
+def plot_rc(model, *, scores: Sequence[str] | None = None, ax=None, max_points: int | None = DEFAULT_MAX_POINTS):
+    """Risk-coverage curves of a model's scores, drawn on ``ax`` (the ``rc`` figure's curves).
+
+    Parameters
+    ----------
+    model : ModelResult or EvaluationResult of one model
+        ``result.models[i]``, ``result["name"]``, or the result of ``evaluate_arrays``.
+    scores : list of str, optional
+        The scores drawn (default: every score of the model).
+    ax : matplotlib Axes, optional
+        Where to draw: your axes (selcal changes nothing else of its figure, nor any global
+        matplotlib setting, and leaves its style alone). None: a new Figure in selcal's style.
+    max_points : int or None
+        Vertices above which a curve is thinned without a visible change (None: never).
+
+    Returns
+    -------
+    The Axes drawn on (``ax``), or the new matplotlib Figure when ``ax`` is None (not
+    registered with pyplot: show it in a notebook by leaving it last in a cell, or ``savefig``).
+
+    Examples
+    --------
+    >>> from matplotlib.figure import Figure
+    >>> import selcal
+    >>> result = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], [0, 1, 1], scores="msp,max_logit")
+    >>> axes = Figure().subplots(1, 2)
+    >>> plot_rc(result, ax=axes[0]) is axes[0], len(axes[0].get_lines())
+    (True, 3)
+    """
+    def draw(target) -> None:
+        target.legend(handles=_rc_on(target, one_model(model), scores, max_points), fontsize="small")
+
+    return on_axes(ax, draw, size=(6.0, 4.9))
+
+
 def figure_rc(model, *, max_points: int | None = DEFAULT_MAX_POINTS):
     """Risk-coverage curves of every score of one model; AURC in the legend."""
     figure = new_figure(6.0, 4.9)
     ax = figure.add_subplot()
-    entries = [
-        (rc_curve_points(curve, max_points),
-         f"{score_label(name, model)}: AURC {pct(model.scores[name].get('aurc'))}",
-         score_colour(name), score_style(name))
-        for name, curve in model.curves.items()
-    ]
-    handles = _draw_rc(ax, entries, error_rate_line=model.error)
+    handles = _rc_on(ax, model, None, max_points)
     ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: risk–coverage\nerror {pct(model.error)} on "
                       f"{model.n_eval:,} samples", 0.9 * figure_width(figure)))
     legend_below(ax, handles=handles)
