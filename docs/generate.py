@@ -63,7 +63,8 @@ def definition(name: str) -> str | None:
 
 def _md(text: str) -> str:
     """Plain text in a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\n", " "))
 
 
 # ------------------------------------------------------------------------------------------- CLI
@@ -181,7 +182,7 @@ def _score_pages() -> dict[str, str]:
         if spec:
             text += ["## Definition", "", spec, "",
                      "From [the conventions](../../CONVENTIONS.md), which also give every decision taken.", ""]
-        text += ["## Properties", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in facts], "",
+        text += ["## Properties", "", "| property | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in facts], "",
                  f"Evaluate it with `selcal evaluate FILE --scores {name}`.", ""]
         pages[f"scores/{name}.md"] = "\n".join(text)
         rows.append(f"| [`{name}`]({name}.md) | {_md(display.description)} | {'yes' if entry.needs_fit else 'no'} | "
@@ -218,7 +219,7 @@ def _metric_pages() -> dict[str, str]:
         if spec:
             text += ["## Definition", "", spec, "",
                      "From [the conventions](../../CONVENTIONS.md), which also give every decision taken.", ""]
-        text += ["## Properties", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in facts], ""]
+        text += ["## Properties", "", "| property | value |", "|---|---|", *[f"| {k} | {v} |" for k, v in facts], ""]
         pages[f"metrics/{slug}.md"] = "\n".join(text)
         rows.append(f"| [`{key}`]({slug}.md) | {_md(metric.label.format('r') if metric.family else metric.label)} | "
                     f"{direction[metric.lower_is_better]} | {'%' if metric.unit == 'pct' else 'number'} |")
