@@ -47,6 +47,7 @@ from .io import read_dump  # noqa: E402
 from .options import Options  # noqa: E402
 from .results import EvaluationResult, ModelResult  # noqa: E402
 from .scores import register_score  # noqa: E402
+from .writers.trackers import log_to_mlflow  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -61,6 +62,7 @@ __all__ = [
     "EvaluationResult",
     "ModelResult",
     "register_score",
+    "log_to_mlflow",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,11 +147,72 @@ class EvaluationResult:
         """JSON text; NaN and infinity never appear (undefined values are ``null``)."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
+    def to_polars(self):
+        """A long polars DataFrame: one row per (model, score, metric), with the columns ``model``,
+        ``score`` (null for a model's metric: accuracy, NLL, ...), ``metric`` (the JSON key), ``name``
+        (its flat name, as MLflow logs it: ``msp/cov_at_risk_0.01``), ``value``, and ``low``,
+        ``high`` (the interval of ``--bootstrap``; null without). The numbers are the JSON's.
+
+        Examples
+        --------
+        >>> import selcal
+        >>> frame = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]], [0, 1, 1], scores="msp").to_polars()
+        >>> frame.columns
+        ['model', 'score', 'metric', 'name', 'value', 'low', 'high']
+        >>> frame.filter(metric="aurc")["value"].item()
+        0.4444444444444444
+        """
+        from .writers.flat import metrics_frame
+
+        return metrics_frame(self, "polars")
+
+    def to_pandas(self):
+        """The frame of :meth:`to_polars` as a pandas DataFrame (pandas is optional; undefined values are NaN)."""
+        from .writers.flat import metrics_frame
+
+        return metrics_frame(self, "pandas")
+
+    @property
+    def curves(self) -> "CurveFrames":
+        """``curves(kind="rc")``: the figures' data as a frame (:func:`selcal.writers.flat.curve_rows`);
+        ``kind="reliability"`` for the reliability diagrams' bins, ``library="pandas"`` for pandas.
+        Indexed like a dict (``result.curves["msp"]``), a one-model result's risk-coverage curves."""
+        return CurveFrames(self)
+
     def __getitem__(self, name: str) -> ModelResult:
         for model in self.models:
             if model.name == name:
                 return model
         raise KeyError(name)
+
+
+class CurveFrames(Mapping):
+    """``result.curves``: called, a frame of the figures' data (``result.curves("rc")``); as a mapping,
+    the risk-coverage curves of a one-model result (``ModelResult.curves``: score -> RiskCoverage)."""
+
+    def __init__(self, result: EvaluationResult):
+        self._result = result
+
+    def __call__(self, kind: str = "rc", *, library: str = "polars"):
+        from .writers.flat import curves_frame
+
+        return curves_frame(self._result, kind, library)
+
+    def _one(self) -> dict:
+        models = self._result.models
+        if len(models) != 1:
+            raise KeyError(f"the result holds {len(models)} models; use result.models[i].curves, "
+                           "or result.curves('rc') for every model's")
+        return models[0].curves
+
+    def __getitem__(self, score: str):
+        return self._one()[score]
+
+    def __iter__(self):
+        return iter(self._one())
+
+    def __len__(self) -> int:
+        return len(self._one())
 
 
 def _options_dict(options) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def evaluate(
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
     plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
     figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report), comma-separated: rc, reliability, smooth, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
+    mlflow: bool = typer.Option(False, "--mlflow", help="Log the result into an MLflow run (the store and experiment of MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME): every metric under its flat name (msp/aurc), the options as params, the JSON, the figures and the report as artifacts. Needs selcal[mlflow]."),
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
     at_coverage: float = typer.Option(0.1, "--at-coverage", help="Coverage of the errors-by-group figure (with --group-col)."),
@@ -69,6 +70,10 @@ def evaluate(
             from ..bootstrap import check_arguments
 
             check_arguments(bootstrap, confidence)  # before the work, not after it
+        if mlflow:
+            from ..writers.trackers import require_mlflow
+
+            require_mlflow()  # before the work, not after it
         outputs = Outputs(inputs=[*files, *(val or [])])
         stdout_outputs = check_outputs(outputs, {"--json": json_path, "--csv": csv_path, "--markdown": markdown_path,
                                                  "--errors-csv": errors_csv})
@@ -116,6 +121,12 @@ def evaluate(
             if plots_dir is not None:
                 figure_notes += _write_rank_maps(result, plots_dir, plot_format, rank_maps, rank_maps_of,
                                                  outputs=outputs)
+        if mlflow:
+            from ..figures.render import default_workers
+            from ..writers.trackers import log_to_mlflow
+
+            run_id = log_to_mlflow(result, workers=default_workers())
+            figure_notes.append(f"logged to the MLflow run {run_id}")
     except SelcalError as exc:
         fail_on(exc)
     except OSError as exc:  # a full disk or a vanished folder while writing

@@ -184,7 +184,7 @@ PANELS = {
     "Intervals": ("bootstrap", "bootstrap_refit", "confidence"),
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
     "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
-                "errors_top", "out", "out_dir", "dtype", "errors", "overwrite"),
+                "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),
     "Figures and report": ("plots_dir", "plot_format", "figure_kinds", "report_path", "ls_alpha", "at_coverage",
                            "rank_maps", "rank_maps_of"),
     "Run": ("engine", "shards", "device", "batch_size", "workers", "seed", "quiet", "no_warnings"),

@@ -339,10 +339,8 @@ def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None, score:
     rows = _rows(y_true, y_pred, input_kind, _options(scores=(score,)))
     curve = selective.risk_coverage(rows.values, rows.correct)
     thresholds = curve.thresholds
-    if rows.confidence is not None and rows.confidence is not rows.values:
-        # the probability of the last row of each group (equal scores have equal probabilities)
-        order = np.argsort(-np.asarray(rows.values, dtype=np.float64), kind="stable")
-        thresholds = np.asarray(rows.confidence, dtype=np.float64)[order][curve.accepted - 1]
+    if rows.confidence is not None and rows.confidence is not rows.values:  # ranked by its logarithm
+        thresholds = selective.thresholds_on(curve, rows.values, rows.confidence)
     return curve.coverage, curve.risk, thresholds
 
 

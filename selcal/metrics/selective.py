@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "RiskCoverage",
     "risk_coverage",
+    "thresholds_on",
     "aurc",
     "eaurc",
     "augrc",
@@ -134,6 +135,22 @@ def risk_coverage(score, correct) -> RiskCoverage:
         n_errors=int(cum_errors[-1]),
         thresholds=sorted_score[group_ends],
     )
+
+
+def thresholds_on(rc: RiskCoverage, score, scale) -> np.ndarray:
+    """The thresholds of ``rc`` (the curve of ``score``) on another ``scale`` of the same rows: a
+    non-decreasing function of the score, row by row (the probability of a score ranked by its
+    logarithm, as MSP is). Every row of a tie group has the same score, hence the same value on
+    the scale; operating point g takes that of its group.
+
+    Examples
+    --------
+    >>> log_p = np.log([0.9, 0.6, 0.6, 0.3])
+    >>> thresholds_on(risk_coverage(log_p, [True, True, False, False]), log_p, np.exp(log_p)).round(12).tolist()
+    [0.9, 0.6, 0.3]
+    """
+    order = np.argsort(-np.asarray(score, dtype=np.float64).ravel(), kind="stable")
+    return np.asarray(scale, dtype=np.float64).ravel()[order][rc.accepted - 1]
 
 
 def _oracle(rc: RiskCoverage) -> RiskCoverage:
