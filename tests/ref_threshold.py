@@ -5,8 +5,10 @@ with a guarantee"), sharing nothing with ``selcal/threshold.py`` or ``selcal/met
   and B* is found by bisection on that sum (60 halvings of [0, 1]).
 * The candidates are the distinct scores (highest first), each accepting s >= t, counted by a
   loop over the rows.
-* SGR is Algorithm 1 of Geifman & El-Yaniv 2017 as printed, in its own index z over the
-  candidates sorted by *ascending* score (z = 1 accepts everything), with z_min = 0, z_max = G.
+* SGR is Algorithm 1 of Geifman & El-Yaniv 2017 transcribed line by line: the m rows sorted by
+  *ascending* score (1-based z), z_min = 1, z_max = m, k = ⌈log2 m⌉ steps of
+  z = ⌈(z_min + z_max)/2⌉, θ = κ(x_z), g accepts κ >= θ (so rows tied with x_z too), the bound
+  B*(r̂, δ/⌈log2 m⌉, g(S_m)) by bisection on the exact tail; b* < r* moves z_max to z, else z_min.
 * LTT walks c = 1 .. 100 and finds, for each, the first candidate whose accepted count is at
   least c % of the rows.
 """
@@ -47,28 +49,34 @@ def candidates(score, correct):
     return out
 
 
-def sgr(score, correct, risk, delta):
-    """(threshold or None, bound or None) of Algorithm 1 over the distinct scores."""
-    points = candidates(score, correct)[::-1]  # ascending score: z = 1 is the lowest threshold
-    g = len(points)
-    k = max(1, math.ceil(math.log2(g)))
-    z_min, z_max = 0, g
-    best = None
-    seen = set()
+def algorithm_one(score, correct, risk, delta, bound_of=None):
+    """Every step of Algorithm 1 as printed: [(z, theta, accepted, errors, bound, passed)], k of them.
+    ``bound_of(errors, n, delta)`` replaces the exact bisection (too slow beyond a few hundred rows)."""
+    m = len(score)
+    order = sorted(range(m), key=lambda i: score[i])  # line 2: sort S_m by kappa (ascending)
+    k = max(1, math.ceil(math.log2(m)))  # line 4 (k = 0 for m = 1 would test nothing: one test)
+    z_min, z_max = 1, m  # line 3
+    steps = []
     for _ in range(k):
-        z = math.ceil((z_min + z_max) / 2)
-        if z in seen:
-            break
-        seen.add(z)
-        threshold, accepted, errors = points[z - 1]
-        bound = upper_bound(errors, accepted, delta / k)
-        if bound < risk:
-            z_max = z
-            if best is None or z < best[0]:
-                best = (z, threshold, bound)
+        z = math.ceil(Fraction(z_min + z_max, 2))  # line 5
+        theta = score[order[z - 1]]  # line 6
+        accepted = [i for i in range(m) if score[i] >= theta]  # line 7: g_i(x) = 1 iff kappa(x) >= theta
+        errors = sum(1 for i in accepted if not correct[i])  # line 8: r_i = errors / accepted
+        bound = (bound_of or upper_bound)(errors, len(accepted), delta / k)  # line 9
+        passed = bound < risk  # line 10
+        steps.append((z, float(theta), len(accepted), errors, bound, passed))
+        if passed:
+            z_max = z  # line 11
         else:
-            z_min = z
-    return (None, None) if best is None else (best[1], best[2])
+            z_min = z  # line 13
+    return steps
+
+
+def sgr(score, correct, risk, delta):
+    """(threshold or None, bound or None) of Algorithm 1: its last passing step (the paper outputs
+    the last step, passed or not; selcal never outputs a step whose bound is not below r)."""
+    passed = [step for step in algorithm_one(score, correct, risk, delta) if step[5]]
+    return (None, None) if not passed else (passed[-1][1], passed[-1][4])
 
 
 def ltt(score, correct, risk, delta, testable_only=False):

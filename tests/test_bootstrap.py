@@ -58,8 +58,8 @@ def plain_metrics(data: RowData, rows: np.ndarray) -> dict:
         mce=calibration.maximum_calibration_error(q, correct, data.bins),
         brier=data.row_means["q.brier"][rows].mean(),
         # resamples: smooth ECE on the coarser grid of the catalog's resample entry (test_smooth bounds its error)
-        smece=smooth.smooth_ece(q, correct, points_per_sigma=32, xtol=1e-8, max_grid=1 << 12).value,
-        smece_sigma=smooth.smooth_ece(q, correct, points_per_sigma=32, xtol=1e-8, max_grid=1 << 12).sigma,
+        smece=smooth.smooth_ece(q, correct, **catalog.SMOOTH_RESAMPLE).value,
+        smece_sigma=smooth.smooth_ece(q, correct, **catalog.SMOOTH_RESAMPLE).sigma,
     )
     return out
 

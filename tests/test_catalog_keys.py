@@ -42,15 +42,42 @@ def model():
 
 @pytest.fixture
 def smooth_calls(monkeypatch):
-    """Every call of selcal.metrics.smooth.smooth_ece, by the number of rows it was given."""
-    calls = []
+    """Every call of selcal.metrics.smooth.smooth_ece made outside a block of resamples, by the number of rows it
+    was given; ``smooth_calls.blocks``: the resamples searched together by smooth.SmoothEceOfCounts, one
+    entry per block, and ``smooth_calls.prepared`` how many times one was prepared (once per score)."""
+    class Calls(list):
+        blocks: list
+        prepared: list
+
+    calls = Calls()
+    calls.blocks, calls.prepared = [], []
     original = smooth.smooth_ece
+    inside = []
 
     def counting(confidence, correct, *args, **kwargs):
-        calls.append(np.asarray(confidence).size)
+        if not inside:
+            calls.append(np.asarray(confidence).size)
         return original(confidence, correct, *args, **kwargs)
 
+    class Counting(smooth.SmoothEceOfCounts):
+        def __init__(self, *args, **kwargs):
+            calls.prepared.append(1)
+            inside.append(1)
+            try:
+                super().__init__(*args, **kwargs)
+            finally:
+                inside.pop()
+
+        def __call__(self, counts):
+            calls.blocks.append(len(counts))
+            inside.append(1)
+            try:
+                return super().__call__(counts)
+            finally:
+                inside.pop()
+
     monkeypatch.setattr(smooth, "smooth_ece", counting)
+    monkeypatch.setattr(smooth, "SmoothEceOfCounts", Counting)
     return calls
 
 
@@ -67,10 +94,12 @@ def test_smooth_ece_and_its_sigma_are_one_computation_per_score(smooth_calls):
 
 
 def test_smooth_ece_runs_once_per_score_and_per_resample(model, smooth_calls):
+    """Each score's resamples are searched in blocks (one search per resample), prepared once per score."""
     result, options = model
     resamples = 7
     add_intervals(selcal.EvaluationResult(models=[result], options=options), resamples=resamples, seed=0)
-    assert len(smooth_calls) == resamples * len(CALIBRATED)  # (the cached version: twice as many)
+    assert smooth_calls == [] and len(smooth_calls.prepared) == len(CALIBRATED)
+    assert sum(smooth_calls.blocks) == resamples * len(CALIBRATED)
     for name in CALIBRATED:
         low, high = result.scores[name]["ci"]["smece"]
         assert low <= result.scores[name]["smece"] * 1.5 and low <= high
@@ -81,7 +110,7 @@ def test_smooth_ece_runs_once_per_score_and_per_resample_of_compare(model, smoot
     result, options = model
     resamples = 5
     paired_differences(result, result, resamples=resamples, seed=0, options=options)
-    assert len(smooth_calls) == 2 * resamples * len(CALIBRATED)  # model A's and model B's resamples
+    assert smooth_calls == [] and sum(smooth_calls.blocks) == 2 * resamples * len(CALIBRATED)  # model A's and B's
 
 
 def test_smooth_ece_runs_once_per_refitted_resample(smooth_calls):
@@ -94,7 +123,7 @@ def test_smooth_ece_runs_once_per_refitted_resample(smooth_calls):
     add_intervals(selcal.EvaluationResult(models=[result], options=options), resamples=resamples, seed=0,
                   refit=[RefitData(logits, labels, val_logits, val_labels)])
     # msp on the vectorised path's resamples, temp refitted: one evaluation (one smooth ECE) per resample each
-    assert len(smooth_calls) == 2 * resamples
+    assert sum(smooth_calls.blocks) == resamples and len(smooth_calls) == resamples
 
 
 def test_no_hidden_cache_equal_rows_are_computed_again(smooth_calls):
@@ -115,7 +144,7 @@ def test_the_resample_form_is_the_coarser_grid():
     c = rng.uniform(size=2000) < q ** 1.3
     fine = CATALOG["smece"].values(q, c, None)
     coarse = CATALOG["smece"].values(q, c, None, resample=True)
-    expected = smooth.smooth_ece(q, c, points_per_sigma=32, xtol=1e-8, max_grid=1 << 12)
+    expected = smooth.smooth_ece(q, c, **catalog.SMOOTH_RESAMPLE)
     assert coarse == {"smece": expected.value, "smece_sigma": expected.sigma}
     assert coarse["smece"] == pytest.approx(fine["smece"], rel=1e-4)
 

@@ -4,6 +4,7 @@ main it was written against."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -17,13 +18,14 @@ from selcal.threshold.run import _confidence, _target
 
 # ------------------------------------------------------------------ threshold: extreme targets
 def _brute_minimum_rows(risk, delta, method):
-    """The fewest rows m, counted up from 1, whose error-free calibration set is certified."""
+    """The fewest rows m, counted up from 1, whose error-free calibration set is certified (SGR:
+    tested at delta / ceil(log2 m), the count of its tests on m rows)."""
     m = 1
     while True:
         if method == "ltt":
             if (1 - risk) ** m <= delta:
                 return m
-        elif guarantee.binomial_upper_bound(0, m, delta) < risk:
+        elif guarantee.binomial_upper_bound(0, m, delta / max(1, math.ceil(math.log2(m)))) < risk:
             return m
         m += 1
 
@@ -46,7 +48,8 @@ def test_a_vanishing_risk_target_is_refused_at_once_not_after_counting_rows(tmp_
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("selcal: error:"), run.stderr
-    assert "1e-298%" in lines[0] and "2.3e+300 rows" in lines[0]  # not "at most 0.0%", not 300 digits
+    # SGR on m rows tests at delta / ceil(log2 m): (1 - 1e-300)^m < 0.1 / 1000 needs 9.21e+300 rows
+    assert "1e-298%" in lines[0] and "9.21e+300 rows" in lines[0]  # not "at most 0.0%", not 300 digits
     assert guarantee.minimum_rows(1e-300, 0.1) > 10 ** 299
 
 

@@ -43,9 +43,11 @@ def test_smece_matches_dense_quadrature(seed, crowd):
 
 @pytest.mark.parametrize("seed, crowd", [(1, False), (2, True)])
 def test_the_bootstraps_coarser_grid_is_within_1e_4_of_the_quadrature(seed, crowd):
-    # the resamples of --bootstrap use h <= σ/32 and σ* to 1e-8 (metrics.catalog, "resample")
+    # the resamples of --bootstrap use h <= σ/32 and σ* to 1e-10 (metrics.catalog.SMOOTH_RESAMPLE)
+    from selcal.metrics.catalog import SMOOTH_RESAMPLE
+
     q, c = mixed_case(seed, crowd_at_one=crowd)
-    got = smooth.smooth_ece(q, c, points_per_sigma=32, xtol=1e-8, max_grid=1 << 12)
+    got = smooth.smooth_ece(q, c, **SMOOTH_RESAMPLE)
     value, sigma = R.smece(q, c)
     assert abs(got.value - value) < 1e-4 * value and abs(got.sigma - sigma) < 1e-4 * sigma
 

@@ -81,43 +81,49 @@ def test_bound_below_r_exactly_when_p_value_below_delta():
 
 # ------------------------------------------------------------------ 2. hand-worked cases
 def test_sgr_hand_worked_with_ties():
-    # G = 4 candidates (tie groups), k = ceil(log2 4) = 2 tests at delta' = 0.5 / 2 = 0.25.
-    # Step 1: middle of 0..3 is group 2 (6 accepted, 0 errors): B* = 1 - 0.25^(1/6) = 0.2063 < 0.3
-    #         -> pass, search higher coverage.
-    # Step 2: group 3 (8 accepted, 2 errors): P(Binom(8, 0.3) <= 2) = 0.5518 > 0.25, so B* > 0.3
-    #         -> fail. Answer: group 2, theta = 2, coverage 6/8, bound 0.2063.
-    cert = th.sgr(SCORE, CORRECT, risk=0.3, delta=0.5)
-    assert [(t.index, t.accepted, t.errors, t.passed) for t in cert.tests] == [(2, 6, 0, True), (3, 8, 2, False)]
+    # m = 8 rows, k = ceil(log2 8) = 3 tests at delta' = 0.5 / 3 = 1/6; z indexes the rows by
+    # ascending score (z = 1, 2: score 1; 3, 4: score 2; ...), z_min = 1, z_max = 8.
+    # Step 1: z = ceil(9/2) = 5, theta = 3: 4 accepted, 0 errors: B* = 1 - (1/6)^(1/4) = 0.3610 < 0.4
+    #         -> pass, z_max = 5.
+    # Step 2: z = ceil(6/2) = 3, theta = 2: 6 accepted, 0 errors: 1 - (1/6)^(1/6) = 0.2582 -> pass, z_max = 3.
+    # Step 3: z = ceil(4/2) = 2, theta = 1 (rows 1 and 2 tie): 8 accepted, 2 errors:
+    #         P(Binom(8, 0.4) <= 2) = 0.3154 > 1/6, so B* > 0.4 -> fail.
+    # Answer: the last pass, theta = 2, coverage 6/8, bound 0.2582.
+    cert = th.sgr(SCORE, CORRECT, risk=0.4, delta=0.5)
+    assert [(t.index, t.accepted, t.errors, t.passed) for t in cert.tests] == [(1, 4, 0, True), (2, 6, 0, True),
+                                                                               (3, 8, 2, False)]
     assert cert.threshold == 2.0 and cert.accepted == 6 and cert.errors == 0
     assert cert.coverage == 0.75 and cert.risk == 0.0
-    assert cert.bound == pytest.approx(1 - 0.25 ** (1 / 6), rel=1e-12)
+    assert cert.bound == pytest.approx(1 - (1 / 6) ** (1 / 6), rel=1e-12)
     assert not cert.abstain_all
 
 
 def test_sgr_hand_worked_accepts_all_for_a_loose_target():
-    # r = 0.5: group 2 passes (0.2063); group 3: P(Binom(8, 0.5) <= 2) = 37/256 = 0.1445 < 0.25
-    # -> B*(2, 8, 0.25) < 0.5 -> pass. Theta = 1: everything accepted, ties included.
+    # r = 0.5: steps 1 and 2 pass as above; step 3: P(Binom(8, 0.5) <= 2) = 37/256 = 0.1445 < 1/6
+    # -> B*(2, 8, 1/6) < 0.5 -> pass. Theta = 1: everything accepted, row z = 1 with row z = 2 (a tie).
     cert = th.sgr(SCORE, CORRECT, risk=0.5, delta=0.5)
     assert cert.threshold == 1.0 and cert.accepted == 8 and cert.errors == 2
     assert cert.bound < 0.5
 
 
 def test_sgr_hand_worked_abstains_when_no_test_passes():
-    # r = 0.2: group 2's 0.2063 > 0.2 fails -> lower; group 1 (4 rows, 0 errors):
-    # 1 - 0.25^(1/4) = 0.2929 fails. Two tests done: abstain on everything (group 0 is never
-    # tested, as in the paper when G is a power of 2).
-    cert = th.sgr(SCORE, CORRECT, risk=0.2, delta=0.5)
-    assert [t.index for t in cert.tests] == [2, 1]
+    # r = 0.3: step 1 (theta = 3, 0.3610) fails -> z_min = 5; step 2: z = ceil(13/2) = 7, theta = 4
+    # (2 rows): 1 - (1/6)^(1/2) = 0.5918 fails -> z_min = 7; step 3: z = ceil(15/2) = 8, theta = 4
+    # again, fails. Abstain on everything.
+    cert = th.sgr(SCORE, CORRECT, risk=0.3, delta=0.5)
+    assert [t.index for t in cert.tests] == [1, 0, 0]
     assert cert.abstain_all and cert.threshold is None and cert.bound is None
     assert cert.accepted == 0 and cert.coverage == 0.0 and cert.risk is None
 
 
-def test_sgr_single_tie_group_is_tested_once_at_the_full_delta():
-    # G = 1: k = max(1, ceil(log2 1)) = 1 test at delta. 5 correct rows: 1 - 0.1^(1/5) = 0.369
-    cert = th.sgr([0.7] * 5, [True] * 5, risk=0.4, delta=0.1)
-    assert cert.threshold == 0.7 and cert.accepted == 5
-    assert cert.bound == pytest.approx(1 - 0.1 ** 0.2)
-    assert th.sgr([0.7] * 5, [True] * 5, risk=0.36, delta=0.1).abstain_all
+def test_sgr_single_tie_group_is_tested_at_delta_over_log2_of_the_rows():
+    # 5 rows, one tie group: k = ceil(log2 5) = 3 tests, each at 0.1 / 3, all of the one group:
+    # B* = 1 - (0.1/3)^(1/5) = 0.4934 (not 1 - 0.1^(1/5) = 0.369: the count of tests is fixed by
+    # the 5 rows before the scores are seen, not by the one group they turn out to form)
+    cert = th.sgr([0.7] * 5, [True] * 5, risk=0.5, delta=0.1)
+    assert cert.threshold == 0.7 and cert.accepted == 5 and len(cert.tests) == 3
+    assert cert.bound == pytest.approx(1 - (0.1 / 3) ** 0.2)
+    assert th.sgr([0.7] * 5, [True] * 5, risk=0.49, delta=0.1).abstain_all
 
 
 def test_ltt_hand_worked_with_ties():
@@ -194,11 +200,13 @@ def test_minimum_rows_is_the_smallest_certifiable_set():
     for method in th.METHODS:
         for risk, delta in [(0.05, 0.1), (0.01, 0.1), (0.1, 0.01), (0.5, 0.25), (0.3, 0.7)]:
             m = th.minimum_rows(risk, delta, method)
-            assert not th.certify([1.0] * (m - 1) or [1.0], [True] * max(m - 1, 1), risk=risk, delta=delta,
-                                  method=method).accepted or m == 1
+            for fewer in range(max(1, m - 40), m):  # no smaller set can be certified at all
+                assert th.certify([1.0] * fewer, [True] * fewer, risk=risk, delta=delta, method=method).abstain_all
             assert th.certify([1.0] * m, [True] * m, risk=risk, delta=delta, method=method).accepted == m
-    # (1 - 0.05)^m < 0.1  <=>  m > 44.9
-    assert th.minimum_rows(0.05, 0.1) == 45
+    # LTT: (1 - 0.05)^m <= 0.1  <=>  m >= 44.9; SGR: (1 - 0.05)^m < 0.1 / ceil(log2 m), m = 83 (k = 7)
+    assert th.minimum_rows(0.05, 0.1, "ltt") == 45
+    assert th.minimum_rows(0.05, 0.1) == 83
+    assert 0.95 ** 82 >= 0.1 / 7 > 0.95 ** 83
 
 
 @pytest.mark.parametrize("bad", [0, 1, -0.1, 1.5, float("nan"), "x", None])
@@ -237,14 +245,16 @@ def test_sgr_and_ltt_agree_with_the_brute_force_references():
 
 
 def test_sgr_follows_algorithm_one_on_distinct_scores():
-    # without ties the candidates are the rows: z over the m rows as printed in the paper
+    # without ties the candidates are the rows: every step is the printed step
     rng = np.random.default_rng(11)
     for _ in range(20):
         n = int(rng.integers(20, 90))
         score = rng.permutation(n).astype(float)
         correct = rng.random(n) >= 0.4 * (1 - score / n)
         cert = th.sgr(score, correct, risk=0.2, delta=0.1)
-        assert len(cert.tests) <= math.ceil(math.log2(n))
+        steps = ref.algorithm_one(score.tolist(), correct.tolist(), 0.2, 0.1)
+        assert len(cert.tests) == len(steps) == math.ceil(math.log2(n))
+        assert [(t.accepted, t.errors, t.passed) for t in cert.tests] == [s[2:4] + (s[5],) for s in steps]
         assert cert.threshold == ref.sgr(score.tolist(), correct.tolist(), 0.2, 0.1)[0]
 
 
@@ -279,7 +289,10 @@ def test_a_target_near_one_accepts_everything(data, delta, method):
     if not any(c for s, c in data if s == top):
         correct[score.index(top)] = True  # the most confident group holds a correct row
     cert = th.certify(score, correct, risk=1 - 1e-9, delta=delta, method=method)
-    assert cert.coverage == 1.0 and cert.threshold == min(score)
+    # LTT reaches 100%; SGR's midpoints as printed stop at z = 2 (the second-lowest row, with
+    # every row tied to it), never at z = 1: the lowest row is accepted only when tied
+    lowest = sorted(score)[1] if method == "sgr" and len(score) > 1 else min(score)
+    assert cert.threshold == lowest and cert.accepted == sum(s >= lowest for s in score)
 
 
 @settings(max_examples=100, deadline=None)

@@ -120,15 +120,16 @@ def test_a_confidence_file_hand_worked_sgr(cli, dumps):
     result = cli("threshold", path, "--risk", "0.2", "--json", "-")
     assert result.exit_code == 0, result.stderr
     answer = strict_json(result.stdout)
-    # no error among the 50 calibration rows (50 candidates): SGR runs k = ceil(log2 50) = 6 tests at
-    # delta / 6, B*(0, a, 0.1 / 6) = 1 - (1 / 60) ** (1 / a) for a accepted rows: a = 26 (the median,
-    # 14.6%), 38, 44, 47, 49, 50 (7.86%) all pass 20%: theta is the lowest confidence, full coverage
-    assert answer["score"] == "confidence" and answer["threshold"] == 0.30
-    assert answer["calibration"] == {"n": 50, "coverage": 1.0, "risk": 0.0,
-                                     "bound": pytest.approx(1 - (1 / 60) ** (1 / 50), rel=1e-9)}
+    # no error among the 50 calibration rows: SGR runs k = ceil(log2 50) = 6 tests at delta / 6,
+    # B*(0, a, 0.1 / 6) = 1 - (1 / 60) ** (1 / a) for a accepted rows; the printed midpoints z = 26, 14,
+    # 8, 5, 3, 2 accept a = 50 - z + 1 = 25 (15.1%), 37, 43, 46, 48, 49 (8.02%) rows and all pass 20%:
+    # theta is the second-lowest confidence (z = 1 is never tested), coverage 49 / 50
+    assert answer["score"] == "confidence" and answer["threshold"] == 0.31
+    assert answer["calibration"] == {"n": 50, "coverage": 0.98, "risk": 0.0,
+                                     "bound": pytest.approx(1 - (1 / 60) ** (1 / 49), rel=1e-9)}
     # on the evaluation rows 0.5, 0.9 and 0.95 are accepted, 0.5 is wrong
     assert answer["evaluation"] == {"n": 4, "coverage": 0.75, "risk": pytest.approx(1 / 3)}
-    # at 10% the median (26 rows, 14.6%) fails and every test below it accepts fewer rows: abstain
+    # at 10% the first test (25 rows, 15.1%) fails and every test after it accepts fewer rows: abstain
     refused = strict_json(cli("threshold", path, "--risk", "0.1", "--json", "-").stdout)
     assert refused["abstain_all"] is True and refused["threshold"] is None
 
@@ -139,8 +140,8 @@ def test_a_confidence_file_hand_worked_ltt_and_the_sentence(cli, dumps):
     # LTT: coverage 1% is the first operating point with >= 0.5 rows, the top row: p = 0.8 ** 1 > 0.1 fails
     assert answer["abstain_all"] is True
     text = cli("threshold", path, "--risk", "0.2").stdout
-    assert text.startswith("accept confidence >= 0.3: 100.0% of new inputs, selective risk at most 20.0% with "
-                           "90% confidence (calibration: 50 rows, bound 7.86%); on the 4 evaluation rows: "
+    assert text.startswith("accept confidence >= 0.31: 98.0% of new inputs, selective risk at most 20.0% with "
+                           "90% confidence (calibration: 50 rows, bound 8.02%); on the 4 evaluation rows: "
                            "coverage 75.0%, risk 33.3%"), text
 
 
@@ -216,7 +217,7 @@ def test_a_confidence_file_with_a_logits_val_file_or_a_bad_value_is_one_line(cli
 def test_too_few_calibration_rows_of_confidences(cli, dumps):
     path = _confidence_file(dumps, "few.parquet", np.linspace(0, 1, 50), np.zeros(50, np.int64),
                             np.zeros(50, np.int64), split=["val"] * 20 + ["test"] * 30)
-    _one_line_refusal(cli("threshold", path), "20 calibration rows cannot certify", "at least 45")
+    _one_line_refusal(cli("threshold", path), "20 calibration rows cannot certify", "at least 83")
 
 
 # ------------------------------------------------------------------ streamed by row chunks: the same bits

@@ -14,8 +14,8 @@ from ..metrics import catalog
 from ..results import EvaluationResult, ModelResult, to_jsonable
 from ..scores import REGISTRY, fitted as fitted_scores
 from .data import RefitData, RowData
-from .resample import (DEFAULT_CONFIDENCE, Values, block_size, check_arguments, draw_resamples, percentile_interval,
-                       stack_blocks)
+from .resample import (DEFAULT_CONFIDENCE, Values, block_size, check_arguments, draw_resamples, in_order,
+                       percentile_interval, stack_blocks, threads)
 from .vectorised import Prepared, row_counts
 
 
@@ -72,8 +72,8 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     val_order = validation_order(refit) if fitted else None
     values = Values(resamples)
     done = 0
-    for draws in draw_resamples(data.n, resamples, seed, data.bins):
-        block = prepared.metrics(draws)
+    blocks = draw_resamples(data.n, resamples, seed, data.bins)
+    for draws, block in in_order(prepared.metrics, blocks, 1 if fitted else threads(options or data.options)):
         if fitted:
             n_val = val_order.size
             val_draws = val_rng.integers(0, n_val, size=(draws.shape[0], n_val), dtype=np.int64)
@@ -134,8 +134,8 @@ def _cluster_metrics(data: RowData, resamples: int, seed: int, refit, options=No
                                np.cumsum(np.bincount(val_image_of_row))[:-1])
         val_rng = np.random.default_rng([seed, 1])
     rows = np.arange(data.n)
-    for counts in draw_cluster_counts(ordered.clusters, resamples, seed, data.bins):
-        block = prepared.metrics_of_counts(counts)
+    blocks = draw_cluster_counts(ordered.clusters, resamples, seed, data.bins)
+    for counts, block in in_order(prepared.metrics_of_counts, blocks, 1 if fitted else threads(options or data.options)):
         if fitted:
             eval_draws = [order[np.repeat(rows, c)] for c in counts]
             val_draws = [np.concatenate([val_rows_of[j] for j in val_rng.integers(0, val_images.size,

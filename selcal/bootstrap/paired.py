@@ -11,7 +11,8 @@ from ..errors import SelcalError
 from ..results import ModelResult
 from .data import RowData
 from .intervals import canonical_order, draw_cluster_counts
-from .resample import DEFAULT_CONFIDENCE, MODEL_LEVEL, Values, check_arguments, draw_resamples, percentile_interval
+from .resample import (DEFAULT_CONFIDENCE, MODEL_LEVEL, Values, check_arguments, draw_resamples, in_order,
+                       percentile_interval, threads)
 from .vectorised import Prepared
 
 
@@ -44,8 +45,7 @@ def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples:
     else:
         blocks = draw_resamples(data_a.n, resamples, seed, max(data_a.bins, data_b.bins))
         measure = lambda p, draws: p.metrics(draws)  # noqa: E731
-    for draws in blocks:
-        a, b = measure(prepared_a, draws), measure(prepared_b, draws)
+    for draws, (a, b) in in_order(lambda d: (measure(prepared_a, d), measure(prepared_b, d)), blocks, threads(options)):
         collected.add({level: {m: b[level][m] - a[level][m] for m in a[level] if m in b.get(level, {})}
                        for level in a if level in b})
         if progress is not None:

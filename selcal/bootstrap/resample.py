@@ -37,6 +37,37 @@ def draw_resamples(n: int, resamples: int, seed: int, bins: int = 0):
         yield rng.integers(0, n, size=(min(block, resamples - start), n), dtype=np.int64)
 
 
+def threads(options) -> int:
+    """Threads for the blocks of resamples: ``options.workers``, else as the evaluation pass (at most 4)."""
+    import os
+
+    chosen = getattr(options, "workers", None)
+    return chosen if chosen else min(4, os.cpu_count() or 1)
+
+
+def in_order(measure, blocks, workers: int):
+    """``measure(block)`` of every block, yielded in the blocks' order, computed on up to ``workers``
+    threads (numpy's sorts, sums, gathers and FFTs run without the GIL). Each block's numbers are
+    its own: the same bits on any number of threads."""
+    if workers <= 1:
+        for block in blocks:
+            yield block, measure(block)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque = deque()
+        for block in blocks:
+            pending.append((block, pool.submit(measure, block)))
+            if len(pending) > workers:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+
+
 def resample_metrics(data: RowData, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
     """Every metric of every score on each resample ``data.take(draws[i])``, vectorised.
 

@@ -144,6 +144,11 @@ class Prepared:
         self.mean_sums = CountWeightedSums(self.mean_matrix)  # the same bits whatever BLAS's threads
         self.model_level = model_level
         self.harmonic = _harmonic(data.n)
+        # the catalog computations with a form for blocks of resamples, prepared once per score (before any
+        # block: the blocks may run on threads)
+        self._counted = {(name, c.key): self._prepare_counted(c, binning) for name, binning in self.binnings.items()
+                         for c in catalog.computations() if c.resample_counts is not None
+                         and any(catalog.has_interval(k) for k in c.gives)}
 
     def metrics(self, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
         """Metric values of each resample (a row of ``draws``): ``{"model": {...}, score: {...}}``."""
@@ -158,8 +163,7 @@ class Prepared:
         whole images): each resample's metrics are then those of its own rows, its own total.
         """
         n = counts.sum(axis=1)
-        if n.max() >= self.harmonic.size:
-            self.harmonic = _harmonic(int(n.max()))
+        harmonic = self.harmonic if n.max() < self.harmonic.size else _harmonic(int(n.max()))  # (threads: no shared write)
         out: dict[str, dict[str, np.ndarray]] = {}
         sums = self.mean_sums(counts, n)
         if self.model_level:
@@ -168,14 +172,14 @@ class Prepared:
             level, _, metric = key.rpartition(".")
             out.setdefault(level or "model", {})[metric] = sums[:, j] / n
         for name, ranking in self.rankings.items():
-            out.setdefault(name, {}).update(self._selective(ranking, counts))
+            out.setdefault(name, {}).update(self._selective(ranking, counts, harmonic))
         for name, binning in self.binnings.items():
-            out.setdefault(name, {}).update(self._calibration(binning, counts))
+            out.setdefault(name, {}).update(self._calibration(binning, counts, name))
         return out
 
     # ------------------------------------------------------------------ selective
-    def _selective(self, ranking: _Ranking, counts: np.ndarray) -> dict[str, np.ndarray]:
-        data, harmonic = self.data, self.harmonic
+    def _selective(self, ranking: _Ranking, counts: np.ndarray, harmonic: np.ndarray) -> dict[str, np.ndarray]:
+        data = self.data
         n = counts.sum(axis=1)  # rows in each resample
         b = counts.shape[0]
         rows = np.arange(b)
@@ -223,17 +227,17 @@ class Prepared:
         # so the last point with risk <= r is found by a search.
         lowest_after = np.fmin.accumulate(risk[:, ::-1], axis=1)[:, ::-1]
         for r in data.risks:
-            last = np.array([np.searchsorted(lowest_after[i], r, side="right") - 1 for i in range(b)])
+            last = _search_rows(lowest_after, np.full(b, r), "right") - 1
             out[f"cov@{r:g}"] = np.where(last >= 0, point_accepted[rows, last] / n, 0.0)
         for c in data.coverages:
             k = _first_at_least(c, n)
-            position = np.array([np.searchsorted(accepted[i], k[i], side="left") - 1 for i in range(b)])
+            position = _search_rows(accepted, k, "left") - 1
             group = ranking.group_of[position]
             out[f"risk@{c:g}"] = errors[rows, ranking.errors_through[group]] / accepted[rows, ranking.group_end[group] + 1]
         return out
 
     # ---------------------------------------------------------------- calibration
-    def _calibration(self, binning: _Binning, counts: np.ndarray) -> dict[str, np.ndarray]:
+    def _calibration(self, binning: _Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
         n = counts.sum(axis=1)  # rows in each resample
         b = counts.shape[0]
         rows = np.arange(b)[:, None]
@@ -252,8 +256,7 @@ class Prepared:
         mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
         # Equal-mass groups: the sorted position holding each group's last resampled row.
         m = binning.group_ends[None, :] if (n == self.data.n).all() else _equal_mass_ends(n, self.data.bins)
-        position = np.stack([np.searchsorted(weight[i], m[min(i, m.shape[0] - 1)], side="left") - 1
-                             for i in range(b)])
+        position = _search_rows(weight, np.broadcast_to(m, (b, m.shape[1])), "left") - 1
         start, end = binning.run_start[position], binning.run_end[position]
         before = weight[rows, start]
         run_weight = weight[rows, end] - before
@@ -271,24 +274,38 @@ class Prepared:
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k)]
             if wanted:
-                values = self._each_resample(computation, binning, counts)
+                values = self._each_resample(computation, binning, counts, name)
                 out.update((k, values[k]) for k in wanted)
         return out
 
-    def _each_resample(self, computation: catalog.Metric, binning: _Binning, counts: np.ndarray) -> dict[str, np.ndarray]:
-        """The keys of a catalog computation of the confidence with no vectorised form, computed once
-        on each resample's rows (its ``resample`` function, when it has one)."""
+    def _options(self):
         from types import SimpleNamespace
 
-        options = self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
+        return self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
+
+    def _prepare_counted(self, computation: catalog.Metric, binning: _Binning):
+        """A computation's ``resample_counts`` on a score's rows, in the order of confidence (the result
+        does not depend on the rows' order: CONVENTIONS.md, "Numbers")."""
+        correct = np.zeros(binning.order.size, dtype=bool)
+        correct[binning.correct_rows] = True
+        return computation.resample_counts(binning.sorted_confidence, correct[binning.order], self._options())
+
+    def _each_resample(self, computation: catalog.Metric, binning: _Binning, counts: np.ndarray,
+                       score: str) -> dict[str, np.ndarray]:
+        """The keys of a catalog computation of the confidence with no vectorised form here, on each
+        resample: its ``resample_counts`` on the whole block (prepared once per score), else its
+        ``resample`` function once on each resample's rows."""
+        if (score, computation.key) in self._counted:
+            values = self._counted[score, computation.key](counts[:, binning.order])
+            return dict(zip(computation.gives, values, strict=True))
+        options = self._options()
         correct = np.zeros(binning.order.size, dtype=bool)
         correct[binning.correct_rows] = True
         confidence = np.empty(binning.order.size)
         confidence[binning.order] = binning.sorted_confidence
         values = {key: np.empty(counts.shape[0]) for key in computation.gives}
         for i in range(counts.shape[0]):
-            # in the order of confidence: the result does not depend on the rows' order (CONVENTIONS.md,
-            # "Numbers"), and smooth ECE's sort of (q, residual) is then nearly linear
+            # in the order of confidence, as above (smooth ECE's sort of (q, residual) is then nearly linear)
             rows = np.repeat(binning.order, counts[i, binning.order])
             for key, value in computation.values(confidence[rows], correct[rows], options, resample=True).items():
                 values[key][i] = value
@@ -309,8 +326,8 @@ class Prepared:
         t[:, -1] = n
         at = np.minimum(np.floor(t), n[:, None] - 1).astype(np.int64)
         after = np.minimum(at + 1, n[:, None] - 1)
-        position = np.stack([np.searchsorted(weight[i], at[i], side="right") - 1 for i in range(b)])
-        next_position = np.stack([np.searchsorted(weight[i], after[i], side="right") - 1 for i in range(b)])
+        position = _search_rows(weight, at, "right") - 1
+        next_position = _search_rows(weight, after, "right") - 1
         low, high = sorted_confidence[position], sorted_confidence[next_position]
         edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
         ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
@@ -340,6 +357,33 @@ def _bisect_groups(value_of, target: np.ndarray, n_groups: int) -> np.ndarray:
         high = np.where(reached, middle, high)
         low = np.where(reached, low, middle + 1)
     return low
+
+
+def _search_rows(rows: np.ndarray, targets: np.ndarray, side: str) -> np.ndarray:
+    """``np.searchsorted(rows[i], targets[i], side)`` for every row i at once: one binary search per
+    target, all run together (about log2(row length) vectorised steps, not a Python loop over rows).
+
+    ``rows`` (b, m), each non-decreasing (NaN, compared as numpy sorts it, only at a row's end);
+    ``targets`` (b,) or (b, k); returns int64 of the shape of ``targets``.
+
+    >>> _search_rows(np.array([[0, 1, 1, 3], [2, 2, 2, 2]]), np.array([[1, 3], [2, 5]]), "left")
+    array([[1, 3],
+           [0, 4]])
+    """
+    flat = np.ndim(targets) == 1
+    t = np.asarray(targets)[:, None] if flat else np.asarray(targets)
+    m = rows.shape[1]
+    at = np.arange(rows.shape[0])[:, None]
+    low = np.zeros(t.shape, dtype=np.int64)
+    high = np.full(t.shape, m, dtype=np.int64)
+    for _ in range(max(1, m).bit_length()):  # the interval [low, high) halves each step
+        middle = (low + high) // 2
+        value = rows[at, np.minimum(middle, m - 1)]
+        right = (value < t) if side == "left" else (value <= t)
+        active = low < high
+        low = np.where(active & right, middle + 1, low)
+        high = np.where(active & ~right, middle, high)
+    return low[:, 0] if flat else low
 
 
 def row_counts(draws: np.ndarray, n: int) -> np.ndarray:

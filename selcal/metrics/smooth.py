@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-__all__ = ["SmoothEce", "smooth_ece", "smooth_ece_at", "smooth_reliability", "SIGMA_FLOOR"]
+__all__ = ["SmoothEce", "smooth_ece", "smooth_ece_at", "smooth_ece_of_counts", "smooth_reliability", "SIGMA_FLOOR"]
 
 POINTS_PER_SIGMA = 256  # grid spacing h <= sigma / 256: linear binning error ~ (h/σ)²/8 < 2e-6 relative
 MIN_GRID = 1 << 10
@@ -220,6 +220,155 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
         upper = lower
     sigma = optimize.brentq(excess, lower, upper, xtol=xtol, rtol=4 * np.finfo(float).eps)
     return SmoothEce(at(float(sigma)), float(sigma))
+
+
+class SmoothEceOfCounts:
+    """smECE and σ* of many reweightings of the same rows (bootstrap resamples), vectorised.
+
+    Prepared once from the rows (``confidence``, ``correct``); calling it with ``counts`` (B x N,
+    integers >= 0, row i counted ``counts[j, i]`` times in reweighting j, rows in the order given
+    here) returns ``(values, sigmas)``, arrays of B: what ``smooth_ece(confidence, correct,
+    weights=counts[j], ...)`` gives with the same ``points_per_sigma``, ``xtol`` and ``max_grid``,
+    σ* within ``xtol`` of the fixed point there and here and the value smECE at that σ.
+
+    The reweightings are searched together, each σ tried costing one inverse FFT per reweighting.
+    A grid's masses are linear in the counts: one sparse matrix per grid size (two entries per row,
+    its residual spread onto the two grid points around its confidence, as :func:`_circle_spectrum`
+    spreads it) times the counts, summed in the rows' order (no BLAS: the same bits on any machine);
+    their spectra are kept per grid size. From σ0, the σ* of the rows unweighted (a resample's lies
+    near it), one fixed-point step σ1 = smECE_σ0 brackets σ* (smECE_σ decreases in σ, so σ0 and σ1
+    lie on either side of it); secant steps, kept inside the bracket, close it (smECE_σ - σ is
+    nearly linear in σ). A σ with |smECE_σ - σ| <= ``xtol`` is within ``xtol`` of σ* (the slope of
+    smECE_σ - σ is at most -1). A reweighting whose residuals have one sign, or whose step does not
+    bracket σ* (σ* at the floor, a grid too coarse for monotony), takes :func:`smooth_ece`'s own search.
+    """
+
+    def __init__(self, confidence, correct, *, points_per_sigma: int = POINTS_PER_SIGMA, xtol: float = 1e-13,
+                 max_grid: int = MAX_GRID):
+        from scipy import sparse
+
+        self.q = np.asarray(confidence, dtype=np.float64).ravel()
+        self.correct = np.asarray(correct, dtype=np.float64).ravel()
+        self.r = self.correct - self.q
+        self.points, self.xtol, self.most = points_per_sigma, xtol, max_grid
+        self.start = smooth_ece(self.q, self.correct, points_per_sigma=points_per_sigma, xtol=xtol,
+                                max_grid=max_grid).sigma if self.q.size else 0.0
+        rows = np.arange(self.q.size)
+        # positive residuals, negative ones, rows: their weighted sums in one product
+        self.sums = sparse.csr_matrix((np.concatenate([np.maximum(self.r, 0.0), np.minimum(self.r, 0.0),
+                                                       np.ones(self.q.size)]),
+                                       (np.repeat([0, 1, 2], self.q.size), np.tile(rows, 3))), shape=(3, self.q.size))
+        self.spread: dict[int, object] = {}
+
+    def _spread(self, n_grid: int):
+        """(G + 1) x N: row i's residual on the grid points around its confidence (linear binning)."""
+        if n_grid not in self.spread:
+            from scipy import sparse
+
+            u = np.clip(self.q, 0.0, 1.0) * n_grid
+            left = np.minimum(np.floor(u).astype(np.int64), n_grid - 1)
+            frac = u - left
+            rows = np.arange(self.q.size)
+            self.spread[n_grid] = sparse.csr_matrix(
+                (np.concatenate([self.r * (1.0 - frac), self.r * frac]),
+                 (np.concatenate([left, left + 1]), np.concatenate([rows, rows]))), shape=(n_grid + 1, self.q.size))
+        return self.spread[n_grid]
+
+    def _grids(self, sigma: np.ndarray) -> np.ndarray:
+        """:func:`_grid` of every σ."""
+        wanted = np.ceil(np.log2(self.points / sigma))
+        return np.minimum(self.most, np.maximum(MIN_GRID, 2.0 ** np.maximum(0, wanted))).astype(np.int64)
+
+    def __call__(self, counts) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.asarray(counts)
+        by_row = np.ascontiguousarray(counts.T, dtype=np.float64)  # N x B
+        positive, negative, total = self.sums @ by_row
+        total = np.maximum(total, 1.0)
+        spectra: dict[int, np.ndarray] = {}
+
+        def spectrum(n_grid: int) -> np.ndarray:
+            if n_grid not in spectra:
+                mass = (self._spread(n_grid) @ by_row).T  # B x (G + 1)
+                circle = np.zeros((mass.shape[0], 2 * n_grid))
+                circle[:, : n_grid + 1] = mass
+                circle[:, n_grid + 1:] = mass[:, n_grid - 1:0:-1]  # as _circle_spectrum
+                circle[:, 0] += mass[:, 0]
+                circle[:, n_grid] += mass[:, n_grid]
+                spectra[n_grid] = np.fft.rfft(circle, axis=1)
+            return spectra[n_grid]
+
+        def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
+            """smECE_σ - σ of the reweightings ``which``, one σ each (as :func:`_at`)."""
+            grids = self._grids(sigma)
+            out = np.empty(sigma.shape)
+            for n_grid in np.unique(grids).tolist():
+                chosen = grids == n_grid
+                s = sigma[chosen][:, None]
+                top = min(n_grid + 1, int(2.0 * math.sqrt(745.0 / 2.0) / (math.pi * s.min())) + 2)
+                kernel = np.exp(-2.0 * (math.pi * s * (np.arange(top) / 2.0)) ** 2) * n_grid
+                g = np.fft.irfft(spectrum(n_grid)[which[chosen], :top] * kernel, n=2 * n_grid, axis=1)
+                g = np.abs(g[:, : n_grid + 1]) / total[which[chosen], None]
+                out[chosen] = (np.sum(g[:, 1:-1], axis=1) + 0.5 * (g[:, 0] + g[:, -1])) / n_grid
+            return out - sigma
+
+        return self._search(counts, positive, negative, total, excess)
+
+    def _search(self, counts, positive, negative, total, excess):
+        b, xtol = counts.shape[0], self.xtol
+        values, sigmas = np.zeros(b), np.zeros(b)
+        upper = (positive - negative) / total
+        which = np.flatnonzero((positive > 0.0) & (negative < 0.0) & (upper > SIGMA_FLOOR))
+        rest = [np.setdiff1d(np.arange(b), which)]  # one sign or no rows: smooth_ece's first case
+
+        def finish(done, x, f):
+            values[which[done]], sigmas[which[done]] = x[done] + f[done], x[done]
+
+        x0 = np.clip(self.start, SIGMA_FLOOR, upper[which])
+        f0 = excess(x0, which) if which.size else x0
+        x1 = x0 + f0  # the fixed-point step: σ* lies between x0 and x1
+        f1 = np.zeros(which.size)
+        stepped = x1 > SIGMA_FLOOR
+        f1[stepped] = excess(x1[stepped], which[stepped])
+        done = np.abs(f0) <= xtol
+        finish(done, x0, f0)
+        done1 = ~done & stepped & (np.abs(f1) <= xtol)
+        finish(done1, x1, f1)
+        bracketed = ~done & ~done1 & stepped & (np.sign(f0) * np.sign(f1) < 0)
+        rest.append(which[~done & ~done1 & ~bracketed])
+        below = f0 > 0  # smECE_σ - σ > 0 below σ*, < 0 above
+        a, fa = np.where(below, x0, x1), np.where(below, f0, f1)
+        c, fc = np.where(below, x1, x0), np.where(below, f1, f0)
+        p, fp, x, f = x0, f0, x1, f1
+        keep = bracketed
+        for _ in range(200):
+            which, a, fa, c, fc, p, fp, x, f = (v[keep] for v in (which, a, fa, c, fc, p, fp, x, f))
+            if not which.size:
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                guess = x - f * (x - p) / (f - fp)
+            inside = (guess > a) & (guess < c)
+            guess = np.where(inside, guess, 0.5 * (a + c))  # outside the bracket: bisect
+            p, fp, x = x, f, guess
+            f = excess(x, which)
+            done = (np.abs(f) <= xtol) | (c - a <= xtol)
+            finish(done, x, f)
+            up = f > 0
+            a, fa = np.where(up, x, a), np.where(up, f, fa)
+            c, fc = np.where(up, c, x), np.where(up, fc, f)
+            keep = ~done
+        rest.append(which)
+        for j in np.concatenate(rest):  # the scalar search, with its every case
+            fixed_point = smooth_ece(self.q, self.correct, counts[j], points_per_sigma=self.points,
+                                     xtol=xtol, max_grid=self.most)
+            values[j], sigmas[j] = fixed_point.value, fixed_point.sigma
+        return values, sigmas
+
+
+def smooth_ece_of_counts(confidence, correct, counts, *, points_per_sigma: int = POINTS_PER_SIGMA,
+                         xtol: float = 1e-13, max_grid: int = MAX_GRID) -> tuple[np.ndarray, np.ndarray]:
+    """smECE and σ* of each reweighting ``counts[j]`` of the rows (:class:`SmoothEceOfCounts`)."""
+    return SmoothEceOfCounts(confidence, correct, points_per_sigma=points_per_sigma, xtol=xtol,
+                             max_grid=max_grid)(counts)
 
 
 def smooth_reliability(confidence, correct, sigma: float | None = None, points: int = 201):

@@ -6,9 +6,9 @@ is at most a target r with probability at least 1 - δ out. The candidates are t
 points of :func:`selcal.metrics.selective.risk_coverage` (one per tie group: ties are accepted or
 rejected together); nothing here sorts.
 
-- :func:`sgr`: Geifman & El-Yaniv 2017, Algorithm 1 (selection with guaranteed risk): a binary
-  search over the candidates, ⌈log2 G⌉ tests each at δ / ⌈log2 G⌉ with the exact binomial tail
-  bound B*.
+- :func:`sgr`: Geifman & El-Yaniv 2017, Algorithm 1 (selection with guaranteed risk) as printed:
+  a binary search over the n calibration rows, ⌈log2 n⌉ tests each at δ / ⌈log2 n⌉ with the exact
+  binomial tail bound B*; a row's test is its tie group's.
 - :func:`ltt`: Learn-then-Test (Angelopoulos et al. 2021) with fixed-sequence testing over the
   thresholds of the coverages 1%, 2%, ..., 100%, exact binomial p-values.
 - :func:`empirical` (no guarantee): the threshold of ``cov@r`` on the calibration rows, what
@@ -18,7 +18,9 @@ rejected together); nothing here sorts.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -43,6 +45,9 @@ __all__ = [
     "minimum_rows",
     "ltt_coverages",
     "check_level",
+    "check_delta",
+    "sgr_steps",
+    "DELTA_FLOOR",
 ]
 
 METHODS = ("sgr", "ltt")
@@ -50,10 +55,14 @@ DEFAULT_METHOD = "sgr"
 DEFAULT_RISK = 0.05
 DEFAULT_DELTA = 0.1
 LTT_COVERAGES = tuple(range(1, 101))  # percent, tested in this order
+# The smallest δ taken: SGR splits δ into at most 64 tests (⌈log2 n⌉ for n < 2**64 rows), and a level
+# below float64's smallest normal number (2.2e-308) would lose its relative precision.
+DELTA_FLOOR = 1e-300
 
 
 def check_level(value, name: str) -> float:
-    """``value`` as a float strictly inside (0, 1), else ValueError naming ``name``.
+    """``value`` as a float strictly inside (0, 1), else ValueError naming ``name`` (a number that
+    rounds to 0 or 1 in float64, such as ``"1e-400"``, is said to).
 
     Examples
     --------
@@ -65,8 +74,54 @@ def check_level(value, name: str) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
     if not 0 < number < 1:  # also refuses NaN
-        raise ValueError(f"{name} must be in (0, 1), e.g. 0.05; got {value!r}")
+        rounded = ""
+        if isinstance(value, str) and number in (0.0, 1.0):
+            rounded = f" (it rounds to {number:g} in float64)"
+        raise ValueError(f"{name} must be in (0, 1), e.g. 0.05; got {value!r}{rounded}")
     return number
+
+
+def check_delta(value) -> float:
+    """δ as :func:`check_level`, and at least :data:`DELTA_FLOOR` (1e-300).
+
+    Examples
+    --------
+    >>> check_delta(1e-300)
+    1e-300
+    """
+    delta = check_level(value, "delta")
+    if delta < DELTA_FLOOR:
+        raise ValueError(f"delta must be at least {DELTA_FLOOR:g} (a guarantee with probability 1 - {delta:.3g}): "
+                         "SGR splits delta into up to 64 tests, and a level below float64's smallest normal "
+                         f"number ({sys.float_info.min:.3g}) loses its precision; got {value!r}")
+    return delta
+
+
+def sgr_steps(n: int) -> int:
+    """k = max(1, ⌈log2 n⌉), the number of tests SGR runs on n calibration rows: a count fixed by n
+    alone, before any score is seen (exact for every n, unlike ``math.log2`` of a large int).
+
+    Examples
+    --------
+    >>> sgr_steps(1), sgr_steps(2), sgr_steps(5000), sgr_steps(4096), sgr_steps(4097)
+    (1, 1, 13, 12, 13)
+    """
+    return max(1, (int(n) - 1).bit_length())
+
+
+def split_level(delta: float, parts: int) -> float:
+    """δ / parts rounded down, so that ``parts`` tests at this level never sum to more than δ
+    (the union bound holds in exact arithmetic, not only to the last bit).
+
+    Examples
+    --------
+    >>> split_level(0.1, 13) * 13 <= 0.1
+    True
+    """
+    level = delta / parts
+    while Fraction(level) * parts > Fraction(delta):
+        level = math.nextafter(level, 0.0)
+    return level
 
 
 def binomial_upper_bound(errors, n, delta):
@@ -223,18 +278,24 @@ def _certificate(method, risk, delta, curve: RiskCoverage, chosen: int | None, b
 
 
 def sgr(score, correct=None, *, risk: float = DEFAULT_RISK, delta: float = DEFAULT_DELTA) -> Certificate:
-    """Selection with guaranteed risk (Geifman & El-Yaniv 2017, Algorithm 1), over tie groups.
+    """Selection with guaranteed risk: Geifman & El-Yaniv 2017, Algorithm 1, as printed.
 
-    The candidates are the G operating points of the calibration rows' risk-coverage curve
-    (G = the number of calibration rows when no scores tie). A binary search runs
-    k = max(1, ⌈log2 G⌉) steps; each tests one candidate, from the middle of the remaining
-    range, at level δ' = δ / k: it passes when B*(e, a, δ') < r (a accepted rows, e errors),
-    and the search then moves to higher coverage, else to lower. The answer is the passing
-    candidate of highest coverage, with its bound B* (< r); when none passes, abstain on
-    everything. A union bound over the k tests gives P(risk > bound) <= δ.
+    The n calibration rows are sorted by ascending score (index z = 1 .. n); with z_min = 1,
+    z_max = n, each of k = ⌈log2 n⌉ steps (at least 1) tests z = ⌈(z_min + z_max) / 2⌉: the rule
+    "accept s >= θ" with θ the score of row z, at level δ' = δ / k. It passes when
+    B*(e, a, δ') < r (a accepted rows, e errors among them); then z_max = z (more coverage next),
+    else z_min = z. k depends on n alone, so the union bound over the k tests gives
+    P(risk > bound) <= δ.
 
-    As in the paper, the search starts with the whole range (``z_min = 0``), so that full
-    coverage can be reached; its first test is at the median operating point.
+    Ties are accepted together: "accept s >= θ" accepts every row tied with row z, so the test of
+    row z is the test of its tie group, an operating point of the risk-coverage curve (on
+    tie-free scores, exactly the printed step). As printed, z = 1 (every row) is never tested, so
+    on tie-free scores the lowest-scored row is always rejected.
+
+    The answer is the passing test of highest coverage, which is the last one to pass (each
+    pass moves the search to higher coverage), with its bound B* (< r); the paper outputs the
+    last test, which may have failed: selcal never returns a threshold whose bound is not below
+    r. When no test passes, abstain on everything.
 
     Parameters
     ----------
@@ -245,45 +306,50 @@ def sgr(score, correct=None, *, risk: float = DEFAULT_RISK, delta: float = DEFAU
     risk : float
         Target selective risk r, in (0, 1).
     delta : float
-        Confidence parameter δ, in (0, 1).
+        Confidence parameter δ, in [1e-300, 1).
 
     Returns
     -------
     Certificate
+        ``tests`` holds the k steps in order (a tie group met again is listed again).
 
     References
     ----------
     Geifman & El-Yaniv, "Selective classification for deep neural networks", NeurIPS 2017,
-    Algorithm 1 (SGR) and Lemma 3.1.
+    Algorithm 1 (SGR) and Lemma 3.1; the authors' code (geifmany/selective_deep_learning,
+    ``risk_control.py``) takes the same midpoints, 0-based.
 
     Examples
     --------
-    >>> cert = sgr([4, 4, 3, 3, 2, 2, 1, 1], [1, 1, 1, 1, 1, 1, 0, 0], risk=0.3, delta=0.5)
-    >>> cert.threshold, cert.accepted, round(cert.bound, 4)
-    (2.0, 6, 0.2063)
+    >>> cert = sgr([4, 4, 3, 3, 2, 2, 1, 1], [1, 1, 1, 1, 1, 1, 0, 0], risk=0.4, delta=0.5)
+    >>> cert.threshold, cert.accepted, round(cert.bound, 4), [test.accepted for test in cert.tests]
+    (2.0, 6, 0.2582, [4, 6, 8])
     """
-    risk, delta = check_level(risk, "risk"), check_level(delta, "delta")
+    risk, delta = check_level(risk, "risk"), check_delta(delta)
     curve = _curve(score, correct)
-    groups = curve.accepted.size
-    steps = max(1, math.ceil(math.log2(groups)))
-    level = delta / steps
-    low, high = 0, groups  # candidates low .. high - 1 remain; ``low`` may already have passed
+    n = curve.n
+    steps = sgr_steps(n)
+    level = split_level(delta, steps)
+    z_min, z_max = 1, n
     tests: list[Candidate] = []
+    outcomes: dict[int, Candidate] = {}
     chosen = chosen_bound = None
     for _ in range(steps):
-        middle = (low + high) // 2
-        if any(test.index == middle for test in tests):
-            break  # the range is down to a candidate already tested: nothing left to learn
-        accepted, errors = int(curve.accepted[middle]), int(curve.errors[middle])
-        bound = binomial_upper_bound(errors, accepted, level)
-        passed = bool(bound < risk)
-        tests.append(Candidate(middle, accepted, errors, bound, passed))
-        if passed:
-            low = middle
-            if chosen is None or middle > chosen:
-                chosen, chosen_bound = middle, bound
+        z = (z_min + z_max + 1) // 2  # ⌈(z_min + z_max) / 2⌉
+        # row z of the ascending order is row n - z + 1 of the descending one: its tie group is the
+        # first operating point that accepts at least that many rows
+        index = int(np.searchsorted(curve.accepted, n - z + 1, side="left"))
+        if index not in outcomes:
+            accepted, errors = int(curve.accepted[index]), int(curve.errors[index])
+            bound = binomial_upper_bound(errors, accepted, level)
+            outcomes[index] = Candidate(index, accepted, errors, bound, bool(bound < risk))
+        test = outcomes[index]
+        tests.append(test)
+        if test.passed:
+            z_max = z
+            chosen, chosen_bound = index, test.statistic
         else:
-            high = middle
+            z_min = z
     return _certificate("sgr", risk, delta, curve, chosen, chosen_bound, tests)
 
 
@@ -344,7 +410,7 @@ def ltt(score, correct=None, *, risk: float = DEFAULT_RISK, delta: float = DEFAU
     >>> cert.threshold, cert.accepted, [round(t.statistic, 4) for t in cert.tests]
     (2.0, 6, [0.49, 0.2401, 0.1176, 0.5518])
     """
-    risk, delta = check_level(risk, "risk"), check_level(delta, "delta")
+    risk, delta = check_level(risk, "risk"), check_delta(delta)
     curve = _curve(score, correct)
     coverages = ltt_coverages(curve.n, risk, delta, testable_only)
     points = np.unique(_coverage_points(curve, coverages))  # increasing coverage; duplicates tested once
@@ -410,38 +476,51 @@ def apply_threshold(score, correct, threshold: float | None) -> Applied:
 def minimum_rows(risk: float, delta: float, method: str = DEFAULT_METHOD) -> int:
     """The fewest calibration rows with which ``method`` can certify any threshold at all.
 
-    The most favourable calibration set of m rows has no error and one tie group (a single
-    candidate, tested at the full δ); it is certified when (1 - r)^m < δ (SGR: B*(0, m, δ) < r)
-    or (1 - r)^m <= δ (LTT: the p-value is at most δ). Fewer rows can never give a guarantee,
-    whatever their scores.
+    The most favourable calibration set of m rows has no error and one tie group. LTT tests it
+    once at δ: certified when (1 - r)^m <= δ. SGR tests it at δ / k, k = ⌈log2 m⌉ (the count
+    depends on m, not on the scores): certified when B*(0, m, δ / k) < r, i.e. (1 - r)^m < δ / k.
+    Fewer rows can never give a guarantee, whatever their scores. (For SGR a few more rows can
+    fail again where k steps up at a power of two; the answer is then "abstain", not a refusal.)
+
+    Exact for every r and δ: a count beyond 2**53 (r ~ 1e-15 or less) comes from the closed form
+    in exact rationals, and is astronomically large (``minimum_rows(5e-324, 0.1)`` has 324 digits).
 
     Examples
     --------
-    >>> minimum_rows(0.05, 0.1, "sgr"), minimum_rows(0.5, 0.25, "ltt")
-    (45, 2)
+    >>> minimum_rows(0.05, 0.1, "sgr"), minimum_rows(0.05, 0.1, "ltt"), minimum_rows(0.5, 0.25, "ltt")
+    (83, 45, 2)
     """
-    risk, delta = check_level(risk, "risk"), check_level(delta, "delta")
-    estimate = math.floor(math.log(delta) / math.log1p(-risk))
-    if estimate >= 2 ** 53:  # more rows than any file holds (r ~ 1e-15 or less): the closed form is enough
-        return estimate + 1
+    risk, delta = check_level(risk, "risk"), check_delta(delta)
+    if method == "ltt":
+        return _fewest_rows(lambda m: binomial_p_value(0, m, risk) <= delta, delta, risk, 1, strict=False)
+    steps = 1
+    while True:  # the bands of m with one k: [1, 2], [3, 4], [5, 8], ...
+        low, high = (1 if steps == 1 else 2 ** (steps - 1) + 1), 2 ** steps
+        level = split_level(delta, steps)
+        fewest = _fewest_rows(lambda m: binomial_upper_bound(0, m, level) < risk, level, risk, low, strict=True)
+        if fewest <= high:
+            return fewest
+        steps += 1
 
-    def certified(m: int) -> bool:
-        if method == "ltt":
-            return binomial_p_value(0, m, risk) <= delta
-        return binomial_upper_bound(0, m, delta) < risk
 
-    # bisection between a row count that is not certified (lo, 0 = none) and one that is (hi): the
-    # closed form is close, but a walk one row at a time from a wrong start took forever
-    hi = max(1, estimate)
+def _fewest_rows(certified, level: float, risk: float, start: int, strict: bool) -> int:
+    """The smallest m >= ``start`` with ``certified(m)`` (monotone in m): near the closed form
+    m = log(level) / log(1 - r) (strictly above it when ``strict``), confirmed by ``certified``
+    itself so that it agrees with the test to the last bit; beyond 2**53 the closed form alone."""
+    ratio = Fraction(math.log(level)) / Fraction(math.log1p(-risk))  # exact: no overflow at r = 5e-324
+    estimate = max(start, math.floor(ratio) + 1 if strict else math.ceil(ratio))
+    if estimate >= 2 ** 53:  # more rows than any file holds: the closed form is enough
+        return estimate
+    hi, step = estimate, 1  # a certified count, found by doubling steps up from the estimate
     while not certified(hi):
-        hi *= 2
-    lo = hi // 2
-    while lo >= 1 and certified(lo):
-        hi, lo = lo, lo // 2
+        hi, step = hi + step, step * 2
+    lo, step = hi - 1, 1  # an uncertified count (start - 1 counts as one), by doubling steps down
+    while lo >= start and certified(lo):
+        hi, lo, step = lo, max(start - 1, lo - step), step * 2
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if certified(mid):
-            hi = mid
+        middle = (lo + hi) // 2
+        if certified(middle):
+            hi = middle
         else:
-            lo = mid
+            lo = middle
     return hi

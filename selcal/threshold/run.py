@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .guarantee import (DEFAULT_DELTA, DEFAULT_METHOD, DEFAULT_RISK, METHODS, Applied, Certificate, apply_threshold,
-                        certify, check_level, minimum_rows)
+                        certify, check_delta, check_level, minimum_rows)
 from ..scores import REGISTRY
 from ..errors import OptionError, SelcalError
 from ..api import resolve_options
@@ -64,15 +64,26 @@ def parse_risks(value) -> tuple[float, ...]:
         try:
             out.append(check_level(item, "risk"))
         except ValueError:
+            number = _as_float(item)
+            rounded = f" (it rounds to {number:g} in float64)" if isinstance(item, str) and number in (0.0, 1.0) else ""
             raise OptionError("risk", "{option} takes targets in (0, 1), e.g. 0.05 or 0.01,0.05; got "
-                              + repr(item if isinstance(item, str) else float(item))) from None
+                              + repr(item if isinstance(item, str) else number) + rounded) from None
     return tuple(dict.fromkeys(out))
+
+
+def _as_float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _check_delta(delta) -> float:
     try:
-        return check_level(delta, "delta")
-    except ValueError:
+        return check_delta(delta)
+    except ValueError as exc:
+        if _as_float(delta) is not None and 0 < _as_float(delta) < 1:  # below the floor: the reason is the message's
+            raise OptionError("delta", "{option}" + str(exc).removeprefix("delta")) from None
         raise OptionError("delta", "{option} must be in (0, 1), e.g. 0.1 for 90% confidence; got " + repr(delta)) from None
 
 
@@ -193,27 +204,54 @@ def _finite(value):
 
 
 def _pct(value: float, digits: int) -> str:
-    """A fraction as percent: ``0.0493`` -> ``4.93%`` (``digits`` decimals)."""
-    return f"{100 * value:.{digits}f}%"
-
-
-def _target(value: float) -> str:
-    """A target as the user gave it: ``0.05`` -> ``5.0%``, ``0.0001`` -> ``0.01%``.
+    """A fraction as percent: ``0.0493`` -> ``4.93%`` (``digits`` decimals, more when a fraction strictly
+    between 0 and 1 would read 0% or 100%: 4 999 of 5 000 rows is ``99.98%``, not ``100.0%``).
 
     Examples
     --------
-    >>> _target(0.05), _target(0.0001), _target(0.125)
-    ('5.0%', '0.01%', '12.5%')
+    >>> _pct(0.0493, 2), _pct(0.9998, 1), _pct(1.0, 1), _pct(2e-5, 1)
+    ('4.93%', '99.98%', '100.0%', '0.002%')
+    """
+    for extra in range(15):
+        shown = f"{100 * value:.{digits + extra}f}"
+        if not 0 < value < 1 or float(shown) not in (0.0, 100.0):
+            return f"{shown}%"
+    return f"{100 * value:.3g}%"
+
+
+def _target(value: float) -> str:
+    """A target as the user gave it: ``0.05`` -> ``5.0%``, ``0.0001`` -> ``0.01%``; never a promise it
+    is not (a target just below 1 never reads ``100%``, a tiny one never ``0%``).
+
+    Examples
+    --------
+    >>> _target(0.05), _target(0.0001), _target(0.125), _target(0.9999999999999999), _target(5e-324)
+    ('5.0%', '0.01%', '12.5%', '99.99999999999999%', '4.94e-322%')
     """
     short = f"{100 * value:.1f}"
-    return f"{short}%" if float(short) and abs(float(short) - 100 * value) < 1e-9 else f"{100 * value:.3g}%"
+    if 0 < float(short) < 100 and abs(float(short) - 100 * value) < 1e-9:
+        return f"{short}%"
+    for digits in range(3, 18):  # as many digits as it takes not to read 0% or 100%
+        shown = f"{100 * value:.{digits}g}"
+        if 0 < float(shown) < 100:
+            return f"{shown}%"
+    return f"{100 * value!r}%"  # pragma: no cover  (17 digits always suffice)
 
 
 def _count(n: int) -> str:
     """A row count with a space between thousands, as in ``5 000`` (an astronomical one, such as the
-    rows a risk of 1e-300 needs, in three digits: ``2.3e+300``)."""
+    rows a risk of 1e-300 needs, in three digits: ``2.3e+300``, beyond float64's range too).
+
+    Examples
+    --------
+    >>> _count(5000), _count(2 * 10 ** 300), _count(10 ** 400 + 5 * 10 ** 398)
+    ('5 000', '2e+300', '1.05e+400')
+    """
     if n >= 10 ** 15:
-        return f"{float(n):.3g}"
+        from decimal import Decimal
+
+        mantissa, exponent = f"{Decimal(n):.2e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
     return f"{n:,}".replace(",", " ")
 
 
@@ -344,6 +382,26 @@ def _fit_half(entry, score: str, n_val: int, ids, images, image_names, options, 
     return _lowest_hashes(identity_hashes(n_val, ids, options.seed, purpose=FIT_HALF_PURPOSE), 0.5, where=where)
 
 
+def _check_split_column(path: str, split: np.ndarray | None, has_val_file: bool) -> None:
+    """Refuse, in one line, a split column that cannot be honoured without a --val file: one with no
+    'val' rows (nothing to calibrate on) or only 'val' rows (nothing to measure the threshold on).
+    Evaluate falls back to a seeded hold-out there; a certificate on rows the user marked otherwise
+    would be silent about it."""
+    if has_val_file or split is None or not split.size:
+        return
+    is_val = split == "val"
+    if is_val.any() and not is_val.all():
+        return
+    values, counts = np.unique(split, return_counts=True)
+    holds = ", ".join(f"{_count(int(c))} {str(v)!r}" for v, c in zip(values.tolist(), counts.tolist()))
+    if is_val.all():
+        raise SelcalError(f"{path}: column 'split' holds only 'val' rows ({holds}): no evaluation rows to measure "
+                          f"the threshold on; give the rows to measure it on as TEST and this file as --val FILE")
+    raise SelcalError(f"{path}: column 'split' has no 'val' rows (it holds {holds}): no calibration rows; give "
+                      "--val FILE, or mark the calibration rows 'val' (a seeded hold-out is taken only from a file "
+                      "without a split column)")
+
+
 _PIXELS_WARNING = ("the rows are pixels of images, which are not independent: the binomial guarantee assumes "
                    "independent rows, so it is optimistic here (it counts pixels, not images)")
 
@@ -357,6 +415,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     risks = parse_risks(risk)
     entry = REGISTRY[score]
     _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d is not None))
+    _check_split_column(test.path, test.split, val is not None)
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
     if val_rows is None or len(val_rows) == 0:
         raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
@@ -417,6 +476,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
             return image_holdout_mask(images[0], images[1], options.val_fraction, options.seed, where=test.path)
         return holdout_mask(test.num_kept_rows, ids, options.val_fraction, options.seed, test.path)
 
+    _check_split_column(test.path, test.split_column(), val is not None)
     rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, True, holdout)
     rule = _rule_name(rule, images is not None, test.metadata)
     n_classes = max(test.num_classes, 2)
@@ -535,6 +595,7 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
     for source in (test, val):
         if source is not None and column not in source._names:
             raise SelcalError(f"{source.path}: no column '{column}' (columns: {', '.join(source._names)}); {advice}")
+    _check_split_column(test.path, test.split_column(), val is not None)
     rule, val_mask, eval_mask = split_plan(
         test.split_column(), val is not None, True,
         lambda: holdout_mask(test.num_kept_rows, test.id_column(), options.val_fraction, options.seed, test.path))
