@@ -38,16 +38,14 @@ if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("selcal", "-m"):  # 
     _quiet_start()
 
 from ._version import __version__  # noqa: E402
-
 from .errors import SelcalError  # noqa: E402
-from .api import evaluate, evaluate_arrays, evaluate_dump  # noqa: E402
-from . import threshold  # noqa: E402  (the package; calling it calls threshold.run.threshold)
-from .threshold.run import ThresholdResult  # noqa: E402
-from .io import read_dump  # noqa: E402
-from .options import Options  # noqa: E402
-from .results import EvaluationResult, ModelResult  # noqa: E402
-from .scores import register_score  # noqa: E402
-from .writers.trackers import log_to_mlflow  # noqa: E402
+
+# The public names, each imported where it lives on first use (``selcal.evaluate``, ``from selcal import
+# Options``): ``import selcal``, and the command's start (``selcal --help``), load only what they use.
+_PUBLIC = {"evaluate": "api", "evaluate_arrays": "api", "evaluate_dump": "api", "threshold": "threshold",
+           "ThresholdResult": "threshold.run", "read_dump": "io", "Options": "options",
+           "EvaluationResult": "results", "ModelResult": "results", "register_score": "scores",
+           "log_to_mlflow": "writers.trackers"}
 
 __all__ = [
     "__version__",
@@ -138,9 +136,21 @@ if not any(isinstance(finder, _MovedModules) for finder in _sys.meta_path):
 
 
 def __getattr__(name: str):
-    """``selcal.html_report`` after a plain ``import selcal``: the moved module, with the warning."""
+    """A public name (:data:`_PUBLIC`), imported on first use; ``selcal.html_report`` after a plain
+    ``import selcal``: the moved module, with the warning."""
+    if name in _PUBLIC:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{_PUBLIC[name]}")
+        value = module if _PUBLIC[name] == name else getattr(module, name)  # (selcal.threshold: the package)
+        globals()[name] = value
+        return value
     if f"{__name__}.{name}" in MOVED:
         __import__(f"{__name__}.{name}")
         return _sys.modules[f"{__name__}.{name}"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})
 # rewrite_imports: on

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .metrics import calibration, diagnostics, selective
+from .metrics import calibration, selective
 from .scores import calibrators
 from .errors import OptionError, SelcalError
 from .scores import REGISTRY, fitted, score_names
@@ -27,6 +27,7 @@ DEFAULT_SCORES = ("msp", "max_logit", "pnorm", "temp")  # --scores; every name: 
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
+DEFAULT_ERRORS_TOP = 20  # rows of the most-confident-errors table, per score and model
 
 
 # Limits of the options that set the size of the work (CONVENTIONS.md, "Numerical safeguards
@@ -150,7 +151,7 @@ class Options:
     temp_objective: str = "nll"
     score_cols: tuple[str, ...] = ()
     uncertainty_cols: tuple[str, ...] = ()
-    errors_top: int = diagnostics.DEFAULT_ERRORS_TOP
+    errors_top: int = DEFAULT_ERRORS_TOP
     logit_profile: bool = False
     odir_lambda: float = calibrators.DEFAULT_ODIR_LAMBDA
     odir_mu: float = calibrators.DEFAULT_ODIR_MU

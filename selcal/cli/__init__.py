@@ -17,15 +17,10 @@ import sys
 import typer
 
 from .._version import __version__
-from ..scores import load_entry_points
-from ..scores.plugins import PROBLEMS
-
-load_entry_points()  # scores that installed packages declare (group selcal.scores), before the help names them
-
-from . import check, dumps, evaluate, threshold  # noqa: E402  (one module per command group)
-from .common import say, show_warnings  # noqa: E402
-from .groups import Command, Group, dress_help  # noqa: E402
-from .signals import SIGNAL_LINES, Signalled, catch_signals  # noqa: E402
+from . import check, dumps, evaluate, threshold  # (one module per command group)
+from .common import say, show_warnings
+from .groups import Command, Group, dress_help
+from .signals import SIGNAL_LINES, Signalled, catch_signals
 
 __all__ = ["app", "run", "show_warnings"]
 
@@ -34,7 +29,7 @@ app = typer.Typer(
     add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    rich_markup_mode="rich",  # --help in panels (cli/groups.py: PANELS)
+    rich_markup_mode=None,  # (--help in panels: cli/help.py draws them, without Typer's heavier renderer)
     context_settings={"help_option_names": ["-h", "--help"]},
     help="How well does a classifier know when it is wrong? Selective classification and calibration from saved logits.",
 )
@@ -78,8 +73,6 @@ def run() -> None:
     import signal
 
     catch_signals()
-    for problem in PROBLEMS:  # a plug-in that failed to load: every other score and command works
-        say(f"selcal: warning: {problem}")
     try:
         code = app(standalone_mode=False, prog_name="selcal")  # (also as python -m selcal.cli)
     except Signalled as exc:

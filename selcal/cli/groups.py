@@ -8,6 +8,7 @@ name; for evaluate and compare both, an entry of :data:`NUMBERS` (and of :data:`
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from pathlib import Path
@@ -16,11 +17,14 @@ import typer
 
 from ..errors import OptionError
 from ..options import DEFAULTS
-from ..scores import REGISTRY
-from ..scores.registry import groups as score_groups
-from .common import flag_error
+from .common import flag_error, say
 
-def _scores_help() -> str:
+
+def scores_help() -> str:
+    """The help of ``--scores``: every registered score (plug-ins' too) and every group."""
+    from ..scores import REGISTRY
+    from ..scores.registry import groups as score_groups
+
     def members(names) -> str:
         left_out = [name for name in REGISTRY if name not in names]
         return f"all but {', '.join(left_out)}" if len(left_out) < len(names) else ", ".join(names)
@@ -29,7 +33,22 @@ def _scores_help() -> str:
             + "; ".join(f"'{group}' ({members(names)})" for group, names in score_groups().items()) + ".")
 
 
-SCORES_HELP = _scores_help()
+_plugins: list[bool] = []
+
+
+def load_plugins() -> None:
+    """Load the scores that installed packages declare (entry points of the group ``selcal.scores``)
+    when a command first needs them: it runs, or its help names the scores. Not at start: reading the
+    installed packages' entry points takes longer than importing numpy, and ``selcal --help``,
+    ``--version`` and a shell completion need none. A plug-in that failed to load is one warning."""
+    if _plugins:
+        return
+    _plugins.append(True)
+    from ..scores.plugins import PROBLEMS, load_entry_points
+
+    load_entry_points()
+    for problem in PROBLEMS:  # every other score and command works
+        say(f"selcal: warning: {problem}")
 NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 FORMATS = ("Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, .npz, .npy, .pt/.pth, a folder of "
            "segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or lm-evaluation-harness "
@@ -52,7 +71,7 @@ def _text(values) -> str:
 
 # Options that evaluate and compare share (and threshold, ensemble some of them).
 SHARED = {
-    "scores": dict(default=_text(DEFAULTS.scores), help=SCORES_HELP),
+    "scores": dict(default=_text(DEFAULTS.scores), help="Scores to evaluate, comma-separated."),  # (scores_help())
     "bins": dict(default=DEFAULTS.bins, help="Bins of every binned calibration metric."),
     "risks": dict(default=_text(DEFAULTS.risks), help="Risk targets r of cov@r (fractions)."),
     "coverages": dict(default=_text(DEFAULTS.coverages), help="Coverages c of risk@c (fractions)."),
@@ -158,6 +177,8 @@ def build_options(ctx: typer.Context, **values):
 def score_option_rules(chosen) -> list[tuple]:
     """(parameter, flag, has an effect, why not) of every option that only some scores read
     (their registry entries' ``options``): it has an effect when a chosen score reads it."""
+    from ..scores import REGISTRY
+
     readers: dict[str, list[str]] = {}
     for name, entry in REGISTRY.items():
         for option in entry.options:
@@ -249,6 +270,26 @@ def dress_help(typer_app) -> None:
             parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered])
 
 
+def _as_given(ctx, value):
+    return value
+
+
+def _flag(param, ctx, value):
+    return value if param.callback is None else param.callback(ctx, param, value)
+
+
+def _no_conversions(command, ctx) -> None:
+    """No value converted where none needs it: Typer converts values through pydantic, whose import
+    takes longer than numpy's. A flag's value needs none (the completion options' is None when not
+    given, which Typer would convert); a shell completion parses the words typed only to know where
+    the cursor is, and runs nothing, so none of its values does."""
+    for param in command.get_params(ctx):
+        if ctx.resilient_parsing:
+            param.process_value = _as_given
+        elif getattr(param, "is_flag", False):
+            param.process_value = functools.partial(_flag, param)
+
+
 def _no_types(params):
     """No ``<type>`` beside an argument (its name says what it is) or a flag (it takes no value)."""
     for param in params:
@@ -269,9 +310,35 @@ class Command(typer.core.TyperCommand):
     def get_params(self, ctx):
         return _no_types(super().get_params(ctx))
 
+    def parse_args(self, ctx, args):
+        _no_conversions(self, ctx)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        load_plugins()
+        return super().invoke(ctx)
+
+    def format_help(self, ctx, formatter):
+        from .help import render_help
+
+        load_plugins()
+        for param in self.params:
+            if param.name == "scores":  # the registry's names, plug-ins' included, when the help is shown
+                param.help = scores_help()
+        render_help(self, ctx)
+
 
 class Group(typer.core.TyperGroup):
     """The ``selcal`` group: no ``<type>`` beside a flag; its commands in the order they are registered."""
 
     def get_params(self, ctx):
         return _no_types(super().get_params(ctx))
+
+    def parse_args(self, ctx, args):
+        _no_conversions(self, ctx)
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        from .help import render_help
+
+        render_help(self, ctx)

@@ -21,7 +21,6 @@ from . import catalog
 from ..scores import REGISTRY
 
 __all__ = [
-    "DEFAULT_ERRORS_TOP",
     "ConfidentErrors",
     "confident_errors",
     "rank_percentile",
@@ -29,7 +28,6 @@ __all__ = [
     "sweep_value",
 ]
 
-DEFAULT_ERRORS_TOP = 20
 
 
 # ------------------------------------------------------------------ confident errors

@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 __all__ = ["SmoothEce", "smooth_ece", "smooth_ece_at", "smooth_ece_of_counts", "smooth_reliability", "SIGMA_FLOOR"]
 
@@ -175,6 +174,7 @@ def smooth_ece(confidence, correct, weights=None, *, points_per_sigma: int = POI
     if np.all(np.abs(at_each_confidence) <= 1e-15 * (positive - negative)):
         return SmoothEce(0.0, 0.0)  # the residuals cancel at every confidence: g = 0 for every σ
     upper = (positive - negative) / total  # smECE_σ <= mean |r|: f(upper) <= 0
+    from scipy import optimize  # (here, not at the top: the command starts without scipy)
 
     spectra: dict = {}
     seen: dict[float, float] = {}  # smECE_σ of every σ tried (Brent's last point is the answer's σ)

@@ -14,9 +14,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
-from scipy.sparse import linalg as sparse_linalg
-from scipy.special import log_softmax, logsumexp, softmax
 
 from ..errors import SelcalError
 
@@ -45,6 +42,26 @@ MAX_POLISH_STEPS = 8
 POLISH_TARGET = 1e-10  # those steps go on while the gradient falls, to this norm (certified at 1e-8)
 PRECONDITIONER_MASS = 1e-2
 REFRESH_AFTER = 40  # conjugate-gradient steps in one trust-region iteration that call for a new preconditioner
+
+
+# scipy is imported where a fit first needs it, not with this module: the registry of scores loads it,
+# and the command starts (--help, a completion) without scipy.
+def log_softmax(x, axis):
+    from scipy.special import log_softmax as function
+
+    return function(x, axis=axis)
+
+
+def logsumexp(x, axis):
+    from scipy.special import logsumexp as function
+
+    return function(x, axis=axis)
+
+
+def softmax(x, axis):
+    from scipy.special import softmax as function
+
+    return function(x, axis=axis)
 
 
 def minimum_rows(name: str, n_classes: int) -> int:
@@ -279,6 +296,8 @@ class _ClassLinear:
         residual 1e-3) and is kept while the gradient's norm falls, down to 1e-10; the objective's value is not
         consulted (its changes there are below its rounding). Returns u, the certified Θ*, its objective,
         gradient norm and the number of steps."""
+        from scipy.sparse import linalg as sparse_linalg
+
         size = u.size
         theta, value, norm, steps = self._certify(u)
         _, gradient_u = self.value_and_gradient(u)  # last: the Hessian's products use the probabilities at u
@@ -323,6 +342,8 @@ class _ClassLinear:
                 used, counted[0] = self.products - counted[0], self.products
                 if used > REFRESH_AFTER:
                     raise StopIteration
+
+            from scipy import optimize
 
             result = optimize.minimize(self.value_and_gradient, u, jac=True, hessp=self.hessian_vector,
                                        method="trust-ncg", callback=refresh,
@@ -559,6 +580,8 @@ def fit_ets(val_logits, val_labels, temperature: float) -> EtsFit:
     n, k = v.shape
     _check_rows("ets", n, k)
     components = ets_components(v, val_labels, temperature)
+    from scipy import optimize
+
     result = optimize.minimize(lambda w: _ets_objective(components, w)[:2], np.full(3, 1.0 / 3), jac=True,
                                method="SLSQP", bounds=[(0.0, 1.0)] * 3,
                                constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones(3)}],
@@ -664,6 +687,8 @@ def _fit_one_isotonic(x, y, thresholds, values):
     count = np.bincount(group).astype(np.float64)
     first = np.flatnonzero(np.r_[True, np.diff(group) > 0])
     mean = np.bincount(group, weights=y) / count
+    from scipy import optimize
+
     fitted = optimize.isotonic_regression(mean, weights=count, increasing=True).x
     keep = np.ones(fitted.size, dtype=bool)  # inner points of a flat run change no interpolated value
     keep[1:-1] = (fitted[1:-1] != fitted[:-2]) | (fitted[1:-1] != fitted[2:])
