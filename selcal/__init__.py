@@ -45,7 +45,7 @@ from .errors import SelcalError  # noqa: E402
 _PUBLIC = {"evaluate": "api", "evaluate_arrays": "api", "evaluate_dump": "api", "threshold": "threshold",
            "ThresholdResult": "threshold.run", "read_dump": "io", "Options": "options",
            "EvaluationResult": "results", "ModelResult": "results", "register_score": "scores",
-           "log_to_mlflow": "writers.trackers"}
+           "log_to_mlflow": "writers.trackers", "DumpWriter": "writers.training"}
 
 __all__ = [
     "__version__",
@@ -61,6 +61,7 @@ __all__ = [
     "ModelResult",
     "register_score",
     "log_to_mlflow",
+    "DumpWriter",
 ]
 
 

@@ -92,32 +92,31 @@ def dump_schema(num_classes: int, dtype: str, metadata: dict[str, str]) -> pa.Sc
                       ("logits", pa.list_(value_type, int(num_classes)))], metadata=metadata)
 
 
-class DumpWriter:
-    """Streams row groups into ``OUT.parquet.partial``; :meth:`finish` adds the final metadata
-    (``selcal.complete = true`` and the counts) and renames the file to ``OUT.parquet``.
+class PartialParquet:
+    """Streams tables into ``OUT.partial`` as row groups of about ``row_group_rows`` rows;
+    :meth:`finish` adds the final metadata and renames the file to ``OUT``, so a reader never
+    sees a half-written file (a folder's reader skips ``*.partial``: it is no Parquet part).
 
-    A run that fails or is interrupted removes the partial file (a killed one leaves it,
-    never a file under the final name). Rows are buffered up to a fixed size (at most
-    32 MiB of logits), so memory does not grow with the number of images.
+    A run that fails or is interrupted removes the partial file (:meth:`abort`; a killed one
+    leaves it, never a file under the final name). Rows are buffered up to ``row_group_rows``,
+    so memory does not grow with the rows written.
     """
 
-    def __init__(self, out, num_classes: int, dtype: str, metadata: dict[str, str], row_group_rows: int | None = None):
+    def __init__(self, out, schema: pa.Schema, row_group_rows: int):
         self.out = Path(out)
         self.partial = Path(str(self.out) + ".partial")
-        self.schema = dump_schema(num_classes, dtype, metadata)
-        itemsize = np.dtype(DTYPES[dtype][0]).itemsize
-        self.row_group_rows = row_group_rows or max(1, min(_MAX_ROW_GROUP_ROWS, _ROW_GROUP_BYTES // (itemsize * num_classes)))
+        self.schema = schema
+        self.row_group_rows = row_group_rows
         self.rows = 0
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer = pq.ParquetWriter(str(self.partial), self.schema, compression="zstd")
 
-    def write(self, ids, splits, labels, logits: np.ndarray) -> None:
-        if len(ids) == 0:
-            return
-        self._pending.append(batch_table(ids, splits, labels, logits, self.schema))
-        self._pending_rows += len(ids)
-        self.rows += len(ids)
+    def append(self, table: pa.Table) -> None:
+        """Buffer ``table`` (of :attr:`schema`); a row group is written when enough rows wait."""
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
         if self._pending_rows >= self.row_group_rows:
             self._flush()
 
@@ -129,7 +128,7 @@ class DumpWriter:
     def finish(self, metadata: dict[str, str]) -> None:
         """Write what is buffered, the final metadata, and move the file to its final name."""
         self._flush()
-        final = {**self.schema.metadata, **{k.encode(): v.encode() for k, v in metadata.items()}}
+        final = {**(self.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}}
         # The Arrow schema stored in the footer carries the schema metadata that readers
         # (pq.read_schema, selcal's reader) show: store it again with the final keys.
         schema = self.schema.with_metadata(final)
@@ -156,6 +155,28 @@ class DumpWriter:
             os.unlink(self.partial)
         except FileNotFoundError:
             pass
+
+
+def rows_per_group(itemsize: int, num_classes: int) -> int:
+    """Rows of a row group: at most 32 MiB of logits, at most 8192 rows."""
+    return max(1, min(_MAX_ROW_GROUP_ROWS, _ROW_GROUP_BYTES // (itemsize * max(num_classes, 1))))
+
+
+class DumpWriter(PartialParquet):
+    """``selcal dump``'s file: rows of (id, split, label, logits) streamed into ``OUT.parquet.partial``;
+    :meth:`finish` adds the final metadata (``selcal.complete = true`` and the counts) and renames
+    the file to ``OUT.parquet`` (:class:`PartialParquet`). At most 32 MiB of logits are buffered,
+    so memory does not grow with the number of images.
+    """
+
+    def __init__(self, out, num_classes: int, dtype: str, metadata: dict[str, str], row_group_rows: int | None = None):
+        rows = row_group_rows or rows_per_group(np.dtype(DTYPES[dtype][0]).itemsize, num_classes)
+        super().__init__(out, dump_schema(num_classes, dtype, metadata), rows)
+
+    def write(self, ids, splits, labels, logits: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        self.append(batch_table(ids, splits, labels, logits, self.schema))
 
 
 # ===================================================================== the run
