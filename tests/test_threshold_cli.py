@@ -19,7 +19,7 @@ from selcal.scores import REGISTRY
 
 CALIBRATION_KEYS = ["n", "coverage", "risk", "bound"]
 EVALUATION_KEYS = ["n", "coverage", "risk"]
-TOP_KEYS = ["method", "score", "risk_target", "delta", "threshold", "abstain_all", "calibration", "evaluation"]
+TOP_KEYS = ["method", "score", "risk_target", "delta", "dtype", "threshold", "abstain_all", "calibration", "evaluation"]
 
 
 def _confident_data(n: int, seed: int = 3, k: int = 5):
@@ -94,7 +94,7 @@ def test_the_terminal_says_it_in_plain_words(cli, split_dump):
     assert result.exit_code == 0
     line = result.stdout.strip()
     assert re.fullmatch(
-        r"accept msp >= [0-9.e -]+: \d+\.\d% of new inputs, selective risk at most 5\.0% with 90% confidence "
+        r"accept msp >= [0-9.e -]+ \(computed in float64\): \d+\.\d% of new inputs, selective risk at most 5\.0% with 90% confidence "
         r"\(calibration: 2 000 rows, bound \d\.\d\d%\); on the 4 000 evaluation rows: coverage \d+\.\d%, "
         r"risk \d+\.\d%", line), line
 
@@ -119,7 +119,8 @@ def test_nothing_qualifies_abstain_on_everything(cli, dumps):
     path = dumps.parquet("bad.parquet", logits, labels, split=["val"] * 1000 + ["test"] * 2000)
     result = cli("threshold", path)
     assert result.exit_code == 0
-    assert result.stdout.startswith("abstain on everything: no threshold of msp keeps the selective risk at most 5.0%")
+    assert result.stdout.startswith("abstain on everything: no threshold of msp (computed in float64) keeps the "
+                                    "selective risk at most 5.0%")
     answer = strict_json(cli("threshold", path, "--json", "-").stdout)
     assert answer["threshold"] is None and answer["abstain_all"] is True
     assert answer["calibration"] == {"n": 1000, "coverage": 0.0, "risk": None, "bound": None}

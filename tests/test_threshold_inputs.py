@@ -140,7 +140,7 @@ def test_a_confidence_file_hand_worked_ltt_and_the_sentence(cli, dumps):
     # LTT: coverage 1% is the first operating point with >= 0.5 rows, the top row: p = 0.8 ** 1 > 0.1 fails
     assert answer["abstain_all"] is True
     text = cli("threshold", path, "--risk", "0.2").stdout
-    assert text.startswith("accept confidence >= 0.31: 98.0% of new inputs, selective risk at most 20.0% with "
+    assert text.startswith("accept confidence >= 0.31 (as stored): 98.0% of new inputs, selective risk at most 20.0% with "
                            "90% confidence (calibration: 50 rows, bound 8.02%); on the 4 evaluation rows: "
                            "coverage 75.0%, risk 33.3%"), text
 

@@ -201,7 +201,7 @@ PANELS = {
                         "p_grid", "pnorm_objective", "temp_objective", "odir_lambda", "odir_mu", "pretrained",
                         "checkpoint", "num_classes"),
     "Metrics": ("bins", "risks", "coverages", "aurc_estimator", "aece_estimator"),
-    "Guarantee": ("risk", "delta", "method"),
+    "Guarantee": ("risk", "delta", "method", "per_class", "delta_per_group"),
     "Intervals": ("bootstrap", "bootstrap_refit", "confidence"),
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
     "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
@@ -212,7 +212,8 @@ PANELS = {
 }
 # A command's own word for a panel, and the options that sit elsewhere in one command.
 PANEL_TITLES = {"evaluate": {"Outputs": "Leaderboard and outputs"}, "dump": {"Scores and fits": "Model"}}
-PANEL_EXCEPTIONS = {"dump": {"val_fraction": "Outputs"}}  # (dump writes the split; it fits nothing)
+PANEL_EXCEPTIONS = {"dump": {"val_fraction": "Outputs"},  # (dump writes the split; it fits nothing)
+                    "threshold": {"dtype": "Guarantee"}}  # (the precision the certificate holds for)
 _PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 

@@ -34,6 +34,14 @@ def threshold(
     delta: float = typer.Option(0.1, "--delta", help="The guarantee holds with probability at least 1 - delta."),
     method: str = typer.Option("sgr", "--method", help="sgr (Geifman & El-Yaniv 2017) or ltt (Learn then Test, "
                                                        "fixed sequence over the coverages 1%..100%)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="float64|float32", show_default=False,
+                                        help="Precision the confidences are computed at (default float64, selcal's "
+                                             "own); float32: the score's softmax in float32 throughout, as a service "
+                                             "usually runs it. The certificate holds for that precision."),
+    per_class: bool = typer.Option(False, "--per-class", help="One certified threshold per predicted class."),
+    delta_per_group: bool = typer.Option(False, "--delta-per-group",
+                                         help="With --group-col or --per-class: each group at delta, a guarantee for "
+                                              "each group on its own (default: delta / G, all groups together)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the answer as JSON to PATH; '-' for stdout."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figure 'threshold' "
                                              "(thresholds and bounds on the risk-coverage curve) into DIR."),
@@ -43,6 +51,8 @@ def threshold(
     label_col: Optional[str] = shared("label_col"),
     logits_col: Optional[str] = shared("logits_col"),
     ignore_label: Optional[int] = shared("ignore_label"),
+    group_col: Optional[str] = typer.Option(None, "--group-col", help="Column naming a group per row (e.g. source): "
+                                            "one certified threshold per group, all holding together."),
     ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong "
                                             "to no class (out-of-distribution): errors wherever accepted, never "
                                             "fitted on (as evaluate)."),
@@ -71,7 +81,8 @@ def threshold(
         result = run_threshold(str(test), None if val is None else str(val), score=score, score_col=score_col, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
                                input_kind=input_kind, ood_label=ood_label, lm_norm=lm_norm, lm_choices=lm_choices,
-                               val_fraction=val_fraction, seed=seed)
+                               val_fraction=val_fraction, seed=seed, dtype=dtype, group_col=group_col,
+                               per_class=per_class, delta_per_group=delta_per_group)
         figure = None
         with outputs:  # every output appears together, or none does
             if json_path is not None:

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import NAME_LIMITS, legend_below, mpl, new_figure, render, style, user_text
+from .base import NAME_LIMITS, legend_below, mpl, new_figure, render, style, user_text, wrap
 from .data import RCPoints, rc_curve_points
 
-__all__ = ["ThresholdMark", "ThresholdFigureData", "threshold_figure_data", "figure_threshold", "render_threshold"]
+__all__ = ["ThresholdMark", "GroupMark", "ThresholdFigureData", "threshold_figure_data", "figure_threshold",
+           "render_threshold"]
+
+GROUP_LABELS = 20  # at most this many groups are named beside their points
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,26 @@ class ThresholdMark:
 
 
 @dataclass(frozen=True)
+class GroupMark:
+    """One group at one target (percent): the calibration coverage of its threshold and its certified
+    bound, what its evaluation rows gave; ``status`` as :class:`selcal.threshold.groups.GroupCertificate`
+    (the coverages and risks are None when it has no threshold or no such rows)."""
+
+    target: float
+    name: str
+    status: str
+    coverage: float | None
+    bound: float | None
+    eval_coverage: float | None
+    eval_risk: float | None
+
+
+@dataclass(frozen=True)
 class ThresholdFigureData:
     calibration: RCPoints
     evaluation: RCPoints
     marks: tuple[ThresholdMark, ...]
+    groups: tuple[GroupMark, ...] = ()
 
 
 def _risk_top(curves) -> float:
@@ -81,8 +100,19 @@ def threshold_figure_data(result) -> ThresholdFigureData:
             eval_coverage=100.0 * ev.coverage,
             eval_risk=_percent(ev.risk),
         ))
+    groups = []
+    for entry in result.entries:
+        for item in entry.groups or ():
+            group = item.group
+            certified = not group.abstain_all
+            groups.append(GroupMark(
+                target=100.0 * entry.certificate.risk_target, name=group.name, status=group.status,
+                coverage=100.0 * group.certificate.coverage if certified else None,
+                bound=_percent(group.certificate.bound) if certified else None,
+                eval_coverage=_percent(group.evaluation.coverage) if certified else None,
+                eval_risk=_percent(group.evaluation.risk) if certified else None))
     return ThresholdFigureData(rc_curve_points(result.calibration_curve), rc_curve_points(result.evaluation_curve),
-                               tuple(marks))
+                               tuple(marks), tuple(groups))
 
 
 def figure_threshold(result):
@@ -93,8 +123,8 @@ def figure_threshold(result):
     data = threshold_figure_data(result)
     matplotlib, _, _ = mpl()
     colours = matplotlib.colormaps["tab10"]
-    figure = new_figure(6.4, 5.2)
-    ax = figure.add_subplot()
+    figure = new_figure(12.8 if data.groups else 6.4, 5.2)
+    ax = figure.add_subplot(1, 2, 1) if data.groups else figure.add_subplot()
     handles = ax.plot(data.calibration.coverage, data.calibration.risk, color="0.25", linewidth=1.4, zorder=3,
                       label=f"calibration rows ({result.calibration_curve.n:,})")
     handles += ax.plot(data.evaluation.coverage, data.evaluation.risk, color="0.6", linewidth=1.0, zorder=2,
@@ -126,7 +156,55 @@ def figure_threshold(result):
     ax.set_title(f"{user_text(result.name, NAME_LIMITS['title'])}: thresholds of {user_text(result.score)} "
                  f"({result.method}, {confidence} confidence)")
     legend_below(ax, handles=handles)
+    if data.groups:
+        _draw_groups(figure.add_subplot(1, 2, 2), data, result, colours, top)
     return figure
+
+
+def _draw_groups(ax, data: ThresholdFigureData, result, colours, top: float) -> None:
+    """Each group's threshold on the axes of the curves: its certified bound at its calibration
+    coverage (a triangle) joined to what its evaluation rows gave (a cross), named when there are at
+    most :data:`GROUP_LABELS` groups; the groups without a threshold are listed under the axes."""
+    targets = list(dict.fromkeys(mark.target for mark in data.groups))  # in the order of the left panel
+    handles, without = [], []
+    for index, target in enumerate(targets):
+        colour = colours(index + 1)
+        ax.axhline(target, color=colour, linestyle=":", linewidth=1.0, zorder=1)
+        marks = [mark for mark in data.groups if mark.target == target]
+        named = len(marks) <= GROUP_LABELS
+        drawn = False
+        for mark in marks:
+            if mark.coverage is None:
+                without.append(f"{user_text(mark.name, NAME_LIMITS['tick'])} ({mark.status}"
+                               + (f", r = {target:.3g}%)" if len(targets) > 1 else ")"))
+                continue
+            top = max(top, 1.15 * mark.bound)
+            ax.plot([mark.coverage], [mark.bound], marker="v", color=colour, linestyle="none", zorder=5)
+            if mark.eval_risk is not None:
+                ax.plot([mark.coverage, mark.eval_coverage], [mark.bound, mark.eval_risk], color=colour,
+                        linewidth=0.6, alpha=0.6, zorder=3)
+                ax.plot([mark.eval_coverage], [mark.eval_risk], marker="x", color=colour, linestyle="none", zorder=5)
+            if named:
+                ax.annotate(user_text(mark.name, NAME_LIMITS["tick"]), (mark.coverage, mark.bound),
+                            textcoords="offset points", xytext=(3, 3), fontsize=7.5, color=colour)
+            drawn = True
+        if drawn:
+            handles.append(ax.plot([], [], marker="v", color=colour, linestyle="none",
+                                   label=f"r = {target:.3g}%: a group's bound at its calibration coverage")[0])
+            handles.append(ax.plot([], [], marker="x", color=colour, linestyle="none",
+                                   label=f"r = {target:.3g}%: its evaluation coverage and risk")[0])
+    ax.set_xlim(0, 100)
+    ax.set_ylim(-0.012 * top, top)
+    ax.set_xlabel("coverage (% of the group's rows accepted)")
+    ax.set_ylabel("risk (% errors among accepted)")
+    by = "predicted class" if result.group_by == "predicted class" else user_text(result.group_by, NAME_LIMITS["tick"])
+    together = "each on its own" if result.per_group else "all together"
+    ax.set_title(f"per group of {by} ({together})")
+    if without:
+        shown = without[:12] + ([f"{len(without) - 12} more"] if len(without) > 12 else [])
+        handles.append(ax.plot([], [], linestyle="none", label=wrap("no threshold: " + ", ".join(shown), 5.0, 8.5))[0])
+    if handles:
+        legend_below(ax, handles=handles)
 
 
 def render_threshold(result, fmt: str = "png") -> bytes:

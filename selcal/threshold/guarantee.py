@@ -204,9 +204,9 @@ class _Selection:
     errors: int
 
     @property
-    def coverage(self) -> float:
-        """Fraction of the rows accepted."""
-        return self.accepted / self.n
+    def coverage(self) -> float | None:
+        """Fraction of the rows accepted; None when there is no row (a group without evaluation rows)."""
+        return self.accepted / self.n if self.n else None
 
     @property
     def risk(self) -> float | None:

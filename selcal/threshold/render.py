@@ -8,11 +8,14 @@ import html
 
 from .._version import __version__
 from .run import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
-from ..escape import printable
+from ..escape import printable, terminal
+from .groups import ABSTAIN, TOO_FEW_ROWS, UNCOVERED
 
-__all__ = ["provenance", "table_rows", "render_terminal", "render_html"]
+__all__ = ["provenance", "table_rows", "group_rows", "render_terminal", "render_html"]
 
 TABLE_COLUMNS = ("target r", "threshold", "coverage", "risk", "bound", "eval coverage", "eval risk")
+GROUP_COLUMNS = ("group", "cal rows", "threshold", "coverage", "risk", "bound", "eval rows", "eval coverage",
+                 "eval risk")
 
 _RULES = {
     "val-file": "the --val file",
@@ -30,8 +33,8 @@ def provenance(result: ThresholdResult) -> str:
     if result.n_fit:
         rows += f" (the other {_count(result.n_fit)} fitted {result.score}" + (
             f"; {result.fit_note}" if result.fit_note else "") + ")"
-    return (f"{result.name}: score {result.score}, method {result.method}, {_confidence(result.delta)} confidence; "
-            f"{rows}; evaluation {_count(first.evaluation.n)} rows")
+    return (f"{result.name}: score {result.score} ({result.computed}), method {result.method}, {_confidence(result.delta)} "
+            f"confidence; {rows}; evaluation {_count(first.evaluation.n)} rows")
 
 
 def table_rows(result: ThresholdResult) -> list[tuple[str, ...]]:
@@ -47,6 +50,44 @@ def table_rows(result: ThresholdResult) -> list[tuple[str, ...]]:
     return rows
 
 
+def _or_dash(value, digits: int) -> str:
+    return "-" if value is None else _pct(value, digits)
+
+
+def group_rows(entry) -> list[tuple[str, ...]]:
+    """One row of text per group of a target's :class:`ThresholdEntry` (percent), in the order of
+    :data:`GROUP_COLUMNS`; the group's name as it is (each medium escapes it)."""
+    rows = []
+    for item in entry.groups or ():
+        group = item.group
+        cert, ev = group.certificate, group.evaluation
+        if group.status == UNCOVERED:
+            answer = "uncovered: no calibration row"
+        elif group.status == TOO_FEW_ROWS:
+            answer = f"abstain: fewer rows than the {_count(group.minimum_rows)} any guarantee needs"
+        elif group.status == ABSTAIN:
+            answer = "abstain on everything"
+        else:
+            answer = format_threshold(item)
+        certified = cert is not None and not cert.abstain_all
+        rows.append((group.name, _count(group.n_calibration), answer,
+                     _pct(cert.coverage, 1) if cert is not None else "-",
+                     _or_dash(cert.risk, 2) if certified else "-", _or_dash(cert.bound, 2) if certified else "-",
+                     _count(ev.n), _or_dash(ev.coverage, 1), _or_dash(ev.risk, 2)))
+    return rows
+
+
+def _group_table(entry, title: str | None = None):
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, title=title, title_justify="left")
+    for index, column in enumerate(GROUP_COLUMNS):
+        table.add_column(column, justify="left" if index in (0, 2) else "right", no_wrap=index != 2)
+    for row in group_rows(entry):
+        table.add_row(terminal(row[0]), *row[1:])
+    return table
+
+
 def render_terminal(result: ThresholdResult, console) -> None:
     """One target: the sentence. Several: the provenance line and a table (coverage and risk of the
     calibration rows, the certified bound, then the evaluation rows)."""
@@ -54,6 +95,7 @@ def render_terminal(result: ThresholdResult, console) -> None:
 
     if len(result.entries) == 1:
         console.print(printable(result.sentence(result.entries[0])), markup=False, soft_wrap=True, highlight=False)
+        _render_groups(result, console)
         return
     console.print(printable(provenance(result)), markup=False, soft_wrap=True, highlight=False)
     table = Table(show_edge=False, pad_edge=False)
@@ -65,6 +107,18 @@ def render_terminal(result: ThresholdResult, console) -> None:
     console.print("accept a new input when its score is >= threshold; coverage, risk and bound are those of the "
                   "calibration rows (bound: certified upper limit of the selective risk)",
                   markup=False, soft_wrap=True, highlight=False)
+    _render_groups(result, console)
+
+
+def _render_groups(result: ThresholdResult, console) -> None:
+    """Per target with groups: the grouping in words and one row per group."""
+    for entry in result.entries:
+        if entry.groups is None:
+            continue
+        several = len(result.entries) > 1
+        console.print(printable(("at " + _target(entry.certificate.risk_target) + ": " if several else "")
+                                + result.group_sentence(entry)), markup=False, soft_wrap=True, highlight=False)
+        console.print(_group_table(entry))
 
 
 _CSS = """
@@ -104,6 +158,16 @@ def render_html(result: ThresholdResult, figure: bytes | None = None, fmt: str =
     parts.append('<p class="meta">Coverage, risk and bound are those of the calibration rows; the bound is the '
                  "certified upper limit of the selective risk on new data (it holds with the confidence above); "
                  "eval coverage and eval risk are what the threshold gave on the evaluation rows.</p>")
+    for entry in result.entries:
+        if entry.groups is None:
+            continue
+        parts.append(f"<h2>Per group at {_e(_target(entry.certificate.risk_target))}</h2>"
+                     f"<p>{_e(result.group_sentence(entry))}</p><table><thead><tr>"
+                     + "".join(f"<th>{_e(c)}</th>" for c in GROUP_COLUMNS) + "</tr></thead><tbody>")
+        for row in group_rows(entry):
+            parts.append("<tr>" + "".join(f'<td{" class=text" if i in (0, 2) else ""}>{_e(cell)}</td>'
+                                          for i, cell in enumerate(row)) + "</tr>")
+        parts.append("</tbody></table>")
     if figure is not None and fmt in _MIME:
         data = base64.b64encode(figure).decode("ascii")
         parts.append(f'<figure><img alt="thresholds and bounds on the risk-coverage curve" '

@@ -35,6 +35,8 @@ from ..pipeline.reduce import array_chunks, rows_per_chunk
 from ..pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
 from ..metrics.selective import RiskCoverage, risk_coverage
+from .groups import GroupCertificate, certify_groups, combined, group_delta
+from .precision import DEFAULT_DTYPE, DTYPES, ChunkWatcher
 
 # The halves of the validation rows (fit / calibrate) of a fitted score: the smallest hashes of the
 # rows' identity under this purpose (unrelated to the hold-out's hashes of the same seed) fit.
@@ -93,6 +95,59 @@ def _check_method(method) -> str:
     return method
 
 
+def _check_dtype(dtype, score: str | None = None) -> str:
+    """``dtype`` (float64 or float32), refused in one line when unknown or, for float32, when the
+    score is not a softmax (its float32 computation is not defined)."""
+    if dtype not in DTYPES:
+        raise OptionError("dtype", "{option} must be " + " or ".join(DTYPES) + f"; got {dtype!r}")
+    if dtype == "float32" and score is not None and REGISTRY[score].softmax is None:
+        softmaxes = ", ".join(name for name, entry in REGISTRY.items() if entry.softmax is not None)
+        raise OptionError("dtype", f"{{option}} float32 computes a softmax in float32, and {score} is not a "
+                                   f"softmax; choose a softmax score ({softmaxes}) or leave out {{option}}")
+    return dtype
+
+
+PER_CLASS = "predicted class"  # what --per-class groups by (the name the outputs give the grouping)
+STORED = "stored"  # the precision of a file of confidences: its column, as stored
+
+
+@dataclass(frozen=True)
+class Request:
+    """What is asked, checked once: the risk targets, δ, the method, the precision of the
+    confidences (``float64``, ``float32``, or ``stored`` for a file of confidences), and the
+    grouping (``group_by``: a column, :data:`PER_CLASS`, or None; ``per_group``: each group at δ
+    instead of δ / G)."""
+
+    risks: tuple[float, ...]
+    delta: float
+    method: str
+    dtype: str = DEFAULT_DTYPE
+    group_by: str | None = None
+    per_group: bool = False
+
+
+def make_request(risk=DEFAULT_RISK, delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, *,
+                 dtype: str | None = None, group_col: str | None = None, per_class: bool = False,
+                 delta_per_group: bool = False, score: str | None = None, stored: bool = False) -> Request:
+    """The :class:`Request` of these options, each refused in one line when it cannot be honoured;
+    ``stored``: the scores are a file's column of confidences (no ``dtype`` but as stored)."""
+    method, delta, risks = _check_method(method), _check_delta(delta), parse_risks(risk)
+    if stored:
+        if dtype is not None:
+            raise OptionError("dtype", "{option} has no meaning for a file of confidences: its column is certified "
+                                       "as stored; leave out {option}")
+        dtype = STORED
+    else:
+        dtype = _check_dtype(DEFAULT_DTYPE if dtype is None else dtype, score)
+    if group_col is not None and per_class:
+        raise OptionError("per_class", "{option} groups the rows by their predicted class and --group-col by a "
+                                       "column; give one of them")
+    if delta_per_group and group_col is None and not per_class:
+        raise OptionError("delta_per_group", "{option} is for thresholds per group; give --group-col G or "
+                                             "--per-class, or leave out {option}")
+    return Request(risks, delta, method, dtype, PER_CLASS if per_class else group_col, bool(delta_per_group))
+
+
 def _check_score(name) -> str:
     if name not in REGISTRY:
         raise OptionError("score", f"{{option}}: {name!r} is not a registered score; choose one of "
@@ -116,16 +171,55 @@ class ThresholdEntry:
     threshold: float | None
     probability: bool = False
     complement: float | None = None
+    dtype: str = DEFAULT_DTYPE
+    groups: tuple["GroupEntry", ...] | None = None
+    group_by: str | None = None
+    per_group: bool = False
+
+    @property
+    def combined(self) -> Applied | None:
+        """The per-group rule (each row against its group's threshold) on every evaluation row."""
+        return None if self.groups is None else combined([entry.group for entry in self.groups])
 
     def to_dict(self) -> dict:
-        """The JSON object of CONVENTIONS.md (fractions; ``bound`` certified)."""
+        """The JSON object of CONVENTIONS.md (fractions; ``bound`` certified); with groups, ``groups``
+        (each group's object, by name), ``group_by``, ``group_delta`` and ``combined``."""
         cert, ev = self.certificate, self.evaluation
-        return {
+        out = {
             "method": cert.method, "score": self.score, "risk_target": cert.risk_target, "delta": cert.delta,
-            "threshold": self.threshold, "abstain_all": cert.abstain_all,
+            "dtype": self.dtype, "threshold": self.threshold, "abstain_all": cert.abstain_all,
             "calibration": {"n": cert.n, "coverage": cert.coverage, "risk": cert.risk, "bound": cert.bound},
             "evaluation": {"n": ev.n, "coverage": ev.coverage, "risk": ev.risk},
         }
+        if self.groups is not None:
+            both = self.combined
+            out.update(group_by=self.group_by, group_delta="per-group" if self.per_group else "bonferroni",
+                       combined={"n": both.n, "coverage": both.coverage, "risk": both.risk},
+                       groups={entry.group.name: entry.to_dict() for entry in self.groups})
+        return out
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """One group's answer (:class:`selcal.threshold.groups.GroupCertificate`) with its threshold on
+    the score's own scale (``threshold``, ``complement``, as :class:`ThresholdEntry`)."""
+
+    group: GroupCertificate
+    threshold: float | None
+    probability: bool = False
+    complement: float | None = None
+
+    def to_dict(self) -> dict:
+        g, cert, ev = self.group, self.group.certificate, self.group.evaluation
+        out = {
+            "threshold": self.threshold, "abstain_all": g.abstain_all, "status": g.status, "delta": g.delta,
+            "calibration": {"n": g.n_calibration, "coverage": None if cert is None else cert.coverage,
+                            "risk": None if cert is None else cert.risk, "bound": None if cert is None else cert.bound},
+            "evaluation": {"n": ev.n, "coverage": ev.coverage, "risk": ev.risk},
+        }
+        if g.minimum_rows is not None:
+            out["minimum_rows"] = g.minimum_rows
+        return out
 
 
 @dataclass
@@ -153,6 +247,15 @@ class ThresholdResult:
     state: object = None
     fit_note: str = ""
     warnings: list[str] = field(default_factory=list)
+    dtype: str = DEFAULT_DTYPE
+    group_by: str | None = None
+    per_group: bool = False
+
+    @property
+    def computed(self) -> str:
+        """How the certified confidences were computed, in words: ``computed in float32``, ``as
+        stored`` (a file's column of confidences)."""
+        return "as stored" if self.dtype == STORED else f"computed in {self.dtype}"
 
     def to_dict(self):
         """The object of the one risk target, or a list of them (in the order given) for several."""
@@ -167,14 +270,31 @@ class ThresholdResult:
         cert, ev = entry.certificate, entry.evaluation
         confidence = f"{_confidence(cert.delta)} confidence"
         if cert.abstain_all:
-            return (f"abstain on everything: no threshold of {self.score} keeps the selective risk at most "
-                    f"{_target(cert.risk_target)} with {confidence} ({cert.method}, calibration: {_count(cert.n)} rows); "
-                    "more calibration rows, a larger --risk or a larger --delta could allow one")
+            return (f"abstain on everything: no threshold of {self.score} ({self.computed}) keeps the selective risk "
+                    f"at most {_target(cert.risk_target)} with {confidence} ({cert.method}, calibration: "
+                    f"{_count(cert.n)} rows); more calibration rows, a larger --risk or a larger --delta could allow one")
         evaluation = (f"on the {_count(ev.n)} evaluation rows: coverage {_pct(ev.coverage, 1)}, "
                       + (f"risk {_pct(ev.risk, 1)}" if ev.risk is not None else "nothing accepted"))
-        return (f"accept {self.score} >= {format_threshold(entry)}: {_pct(cert.coverage, 1)} of new inputs, "
-                f"selective risk at most {_target(cert.risk_target)} with {confidence} "
+        return (f"accept {self.score} >= {format_threshold(entry)} ({self.computed}): {_pct(cert.coverage, 1)} of "
+                f"new inputs, selective risk at most {_target(cert.risk_target)} with {confidence} "
                 f"(calibration: {_count(cert.n)} rows, bound {_pct(cert.bound, 2)}); {evaluation}")
+
+    def group_sentence(self, entry: ThresholdEntry) -> str:
+        """The grouping in words: what the groups are, the level each ran at and what holds together."""
+        groups = entry.groups or ()
+        covered = sum(1 for g in groups if g.group.delta is not None)
+        by = "their predicted class" if self.group_by == PER_CLASS else f"column {self.group_by!r}"
+        if self.per_group:
+            holds = (f"each group at delta {entry.certificate.delta:.3g}: each group's guarantee holds with "
+                     f"{_confidence(entry.certificate.delta)} confidence on its own, not all together")
+        else:
+            level = group_delta(entry.certificate.delta, covered) if covered else entry.certificate.delta
+            holds = (f"each at delta / {covered} = {level:.3g} (Bonferroni): all groups' guarantees hold together "
+                     f"with {_confidence(entry.certificate.delta)} confidence")
+        both = entry.combined
+        risk = "nothing accepted" if both.risk is None else f"risk {_pct(both.risk, 1)}"
+        return (f"{len(groups)} groups by {by}, {covered} with calibration rows, {holds}; each row against its "
+                f"group's threshold on the {_count(both.n)} evaluation rows: coverage {_pct(both.coverage, 1)}, {risk}")
 
 
 def _confidence(delta: float) -> str:
@@ -269,16 +389,21 @@ def format_threshold(entry: ThresholdEntry) -> str:
 @dataclass
 class ScoredRows:
     """A score on one set of rows: ``values`` (as ranked), ``correct`` (by the score's own
-    predictions when it has them) and ``confidence`` (its top-label probability, when it has
-    probabilities; else None)."""
+    predictions when it has them), ``confidence`` (its top-label probability, when it has
+    probabilities; else None), ``pred`` (the predicted class whose correctness is judged, when
+    known) and ``group`` (the row's group of --group-col or --per-class, when grouped)."""
 
     values: np.ndarray
     correct: np.ndarray
     confidence: np.ndarray | None
+    pred: np.ndarray | None = None
+    group: np.ndarray | None = None
 
     def take(self, rows) -> "ScoredRows":
         """These rows (a slice, a boolean mask or indices)."""
-        return ScoredRows(self.values[rows], self.correct[rows], None if self.confidence is None else self.confidence[rows])
+        pick = lambda array: None if array is None else array[rows]  # noqa: E731
+        return ScoredRows(self.values[rows], self.correct[rows], pick(self.confidence), pick(self.pred),
+                          pick(self.group))
 
 
 @dataclass
@@ -295,7 +420,8 @@ class Scored:
 
 
 def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, n_classes: int, total: int,
-                 fit: tuple | None, options, where: str = "", input_kind: str = "logits") -> Scored:
+                 fit: tuple | None, options, where: str = "", input_kind: str = "logits",
+                 dtype: str = DEFAULT_DTYPE) -> Scored:
     """The registered score ``name`` on the rows of ``chunks`` ((logits, labels) pairs, ``total``
     rows of ``n_classes`` classes in all, e.g. a streamed file's), fitted (when it is fitted) on
     ``fit`` ((logits, labels), or None for a score without a fit); one part, in the chunks' order.
@@ -306,6 +432,10 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     predictions, its probabilities), and the per-row numbers do not depend on the chunking, so
     the rows of a file read whole or streamed get the same bits. Memory: the chunks in flight
     and a few numbers per row.
+
+    ``dtype="float32"`` (a softmax score only): the confidence is the score's softmax computed in
+    float32 (:func:`selcal.threshold.precision.softmax_confidence_float32`), ranked as such (its
+    ties included), and a row is right where the argmax of its float32 logits is its label.
     """
     from ..pipeline.measure import _measure, fit_scores
     from ..pipeline.split import prime_allocator
@@ -316,20 +446,27 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     warnings: list[str] = []
     states = fit_scores(None if fit is None else fit[0], None if fit is None else fit[1], run, where=where,
                         warnings=warnings)
-    result = _measure(chunks, n_classes, states, options=run, name=where, path=where, split="none",
+    watcher = ChunkWatcher(softmax=entry.softmax if dtype == "float32" else None, state=lambda: states.get(name),
+                           dtype=dtype)
+    result = _measure(watcher.watch(chunks), n_classes, states, options=run, name=where, path=where, split="none",
                       n_val=0 if fit is None else int(fit[1].size), warnings=warnings,
                       extra=None if input_kind == "logits" else {"input": input_kind},  # (no warning on it)
                       groups=None, progress=None, total=total)
     rows = result.rows.scores[name]
     correct = rows.correct if rows.correct is not None else result.rows.correct
     metrics = result.scores[name]
-    return Scored([ScoredRows(rows.values, correct, rows.confidence)], entry.is_probability(metrics),
-                  result.states.get(name), entry.display.note(metrics) if entry.display.note is not None else "",
-                  list(result.warnings))
+    pred = rows.pred if rows.pred is not None else watcher.predictions()
+    note = entry.display.note(metrics) if entry.display.note is not None else ""
+    if dtype == "float32":
+        confidence, correct = watcher.float32_rows()
+        return Scored([ScoredRows(confidence, correct, confidence, pred)], True, result.states.get(name), note,
+                      list(result.warnings))
+    return Scored([ScoredRows(rows.values, correct, rows.confidence, pred)], entry.is_probability(metrics),
+                  result.states.get(name), note, list(result.warnings))
 
 
 def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: tuple | None, options,
-               where: str = "", input_kind: str = "logits") -> Scored:
+               where: str = "", input_kind: str = "logits", dtype: str = DEFAULT_DTYPE) -> Scored:
     """:func:`score_chunks` on in-memory parts ((logits, labels) of each set of rows to score),
     one :class:`ScoredRows` per part."""
     n_classes = int(parts[0][0].shape[1])
@@ -337,7 +474,7 @@ def score_rows(name: str, parts: Sequence[tuple[np.ndarray, np.ndarray]], fit: t
     sizes = [int(labels.size) for _, labels in parts]
     chunks = (chunk for logits, labels in parts for chunk in array_chunks(logits, labels, rows))
     scored = score_chunks(name, chunks, n_classes=n_classes, total=sum(sizes), fit=fit, options=options, where=where,
-                          input_kind=input_kind)
+                          input_kind=input_kind, dtype=dtype)
     bounds = np.cumsum([0] + sizes)
     scored.parts = [scored.parts[0].take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
     return scored
@@ -408,12 +545,17 @@ _PIXELS_WARNING = ("the rows are pixels of images, which are not independent: th
 
 def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                    delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
-                   options=None, name: str | None = None) -> ThresholdResult:
-    """:func:`threshold` for dumps already read (:class:`selcal.io.Dump`)."""
+                   options=None, name: str | None = None, dtype: str | None = None, per_class: bool = False,
+                   delta_per_group: bool = False, group_col: str | None = None) -> ThresholdResult:
+    """:func:`threshold` for dumps already read (:class:`selcal.io.Dump`); ``group_col`` names the
+    column the dumps were read with (their ``groups``), for thresholds per group."""
     options = options or Options()
-    score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
-    risks = parse_risks(risk)
+    score = _check_score(score)
+    request = make_request(risk, delta, method, dtype=dtype, group_col=group_col, per_class=per_class,
+                           delta_per_group=delta_per_group, score=score)
+    risks, delta, method = request.risks, request.delta, request.method
     entry = REGISTRY[score]
+    _check_groups_read(request, test, val)
     _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d is not None))
     _check_split_column(test.path, test.split, val is not None)
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
@@ -426,22 +568,48 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     _check_enough_rows(test.path, len(cal_rows), risks, delta, method, halved=fit_rows is not None)
     scored = score_rows(score, [(cal_rows.logits, cal_rows.labels), (eval_rows.logits, eval_rows.labels)],
                         None if fit_rows is None else (fit_rows.logits, fit_rows.labels), options, where=test.path,
-                        input_kind=getattr(test, "input", "logits"))
-    cal, ev = scored.parts
+                        input_kind=getattr(test, "input", "logits"), dtype=request.dtype)
+    cal, ev = _grouped(request, *scored.parts, cal_rows.groups, eval_rows.groups)
     warnings = scored.warnings
     if val is not None:
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         warnings += leak_warnings(test.path, val.path, shared)
     if cal_rows.images is not None:
         warnings.append(_PIXELS_WARNING)
-    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, risks=risks,
-                      delta=delta, method=method, split=rule, n_fit=0 if fit_rows is None else len(fit_rows),
+    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, request=request,
+                      split=rule, n_fit=0 if fit_rows is None else len(fit_rows),
                       state=scored.state, note=scored.note, warnings=warnings)
+
+
+def _check_groups_read(request: Request, *dumps) -> None:
+    """A --group-col needs the dumps read with that column: a streamed file opened with it (its
+    ``group_col``), a dump read whole holding its ``groups``."""
+    if request.group_by is None or request.group_by == PER_CLASS:
+        return
+    for dump in dumps:
+        if dump is None:
+            continue
+        read_with = getattr(dump, "group_col", None) if hasattr(dump, "batches") else \
+            (request.group_by if getattr(dump, "groups", None) is not None else None)
+        if read_with != request.group_by:
+            raise OptionError("group_col", f"{dump.path}: was read without the column {request.group_by!r}; read "
+                                           "it with it (selcal.io.read_dump(path, group_col=...)), or call "
+                                           "selcal.threshold(path, group_col=...)")
+
+
+def _grouped(request: Request, cal: ScoredRows, ev: ScoredRows, cal_groups, ev_groups) -> tuple[ScoredRows, ScoredRows]:
+    """The calibration and evaluation rows with their group (the column's value, or the predicted class)."""
+    if request.group_by is None:
+        return cal, ev
+    if request.group_by == PER_CLASS:
+        return replace(cal, group=cal.pred), replace(ev, group=ev.pred)
+    return replace(cal, group=np.asarray(cal_groups)), replace(ev, group=np.asarray(ev_groups))
 
 
 def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                      delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
-                     options=None, name: str | None = None) -> ThresholdResult:
+                     options=None, name: str | None = None, dtype: str | None = None, per_class: bool = False,
+                     delta_per_group: bool = False, group_col: str | None = None) -> ThresholdResult:
     """:func:`threshold_dump` for a TEST file streamed by row chunks (:class:`selcal.io.DumpSource`;
     ``val`` a :class:`selcal.io.Dump` or None): the same result, bit for bit.
 
@@ -456,9 +624,14 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     from ..pipeline.stream import _gather, _stream_chunks
 
     options = options or Options()
-    score, method, delta = _check_score(score), _check_method(method), _check_delta(delta)
-    risks = parse_risks(risk)
+    score = _check_score(score)
+    request = make_request(risk, delta, method, dtype=dtype, group_col=group_col, per_class=per_class,
+                           delta_per_group=delta_per_group, score=score)
+    risks, delta, method = request.risks, request.delta, request.method
     entry = REGISTRY[score]
+    _check_groups_read(request, test, val)
+    by_column = request.group_by not in (None, PER_CLASS)
+    streamed_groups: list | None = [] if by_column else None  # the evaluation rows' groups, batch by batch
     if test.num_rows == 0:
         raise SelcalError(f"{test.path}: has no rows")
     if test.num_kept_rows == 0:
@@ -494,8 +667,8 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit_rows is not None)
         n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
         chunks = chain(array_chunks(cal_rows.logits, cal_rows.labels, rows),
-                       _stream_chunks(test, eval_mask, rows, None, SharedRows(val_rows.logits, val_rows.labels),
-                                      shared))
+                       _stream_chunks(test, eval_mask, rows, streamed_groups,
+                                      SharedRows(val_rows.logits, val_rows.labels), shared))
         fit = None if fit_rows is None else (fit_rows.logits, fit_rows.labels)
         total = n_cal + n_eval
         is_cal, is_eval = slice(0, n_cal), slice(n_cal, total)
@@ -514,22 +687,31 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         n_cal = int(cal_mask.sum())
         _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit is not None)
         scored_mask = cal_mask | eval_mask  # in file order; the fit half is not scored
-        chunks = _stream_chunks(test, scored_mask, rows, None)
+        chunks = _stream_chunks(test, scored_mask, rows, streamed_groups)
         total = int(scored_mask.sum())
         is_cal = cal_mask[scored_mask]
         is_eval = ~is_cal
         pixels = images is not None
     scored = score_chunks(score, chunks, n_classes=n_classes, total=total, fit=fit, options=options,
-                          where=test.path, input_kind=kind)
+                          where=test.path, input_kind=kind, dtype=request.dtype)
     everything, = scored.parts
     cal, ev = everything.take(is_cal), everything.take(is_eval)
+    if by_column:
+        streamed = np.concatenate(streamed_groups) if streamed_groups else np.empty(0, dtype=object)
+        if val is not None:
+            cal_groups, ev_groups = cal_rows.groups, streamed
+        else:
+            cal_groups, ev_groups = streamed[is_cal], streamed[is_eval]
+    else:
+        cal_groups = ev_groups = None
+    cal, ev = _grouped(request, cal, ev, cal_groups, ev_groups)
     warnings = scored.warnings
     if val is not None:
         warnings += leak_warnings(test.path, val.path, shared[0])
     if pixels:
         warnings.append(_PIXELS_WARNING)
-    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, risks=risks,
-                      delta=delta, method=method, split=rule, n_fit=0 if fit is None else int(fit[1].size),
+    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, request=request,
+                      split=rule, n_fit=0 if fit is None else int(fit[1].size),
                       state=scored.state, note=scored.note, warnings=warnings)
 
 
@@ -546,17 +728,28 @@ def _check_enough_rows(path: str, n_cal: int, risks, delta: float, method: str, 
                 "larger --val-fraction), a larger --risk or a larger --delta")
 
 
-def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows, probability: bool, *, risks,
-               delta: float, method: str, split: str, n_fit: int = 0, state=None, note: str = "",
+def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows, probability: bool, *,
+               request: Request, split: str, n_fit: int = 0, state=None, note: str = "",
                warnings: list[str]) -> ThresholdResult:
-    """Certify every target on the calibration rows ``cal``, measure it on the evaluation rows ``ev``."""
+    """Certify every target on the calibration rows ``cal``, measure it on the evaluation rows ``ev``;
+    with groups (``cal.group``), each group's threshold too (:func:`certify_groups`)."""
     curve = risk_coverage(cal.values, cal.correct)
+    delta, method = request.delta, request.method
     entries = []
-    for target in risks:
+    for target in request.risks:
         cert = certify(curve, risk=target, delta=delta, method=method)
         shown, complement = _shown(cert.threshold, cal, probability)
+        groups = None
+        if cal.group is not None:
+            try:
+                found = certify_groups(cal.values, cal.correct, cal.group, ev.values, ev.correct, ev.group, risk=target,
+                                       delta=delta, method=method, per_group=request.per_group)
+            except ValueError as exc:
+                raise OptionError("delta", f"{{option}}: {exc}") from None
+            groups = tuple(_group_entry(g, cal, probability) for g in found)
         entries.append(ThresholdEntry(cert, apply_threshold(ev.values, ev.correct, cert.threshold), score, shown,
-                                      probability, complement))
+                                      probability, complement, request.dtype, groups, request.group_by,
+                                      request.per_group))
     broken = [e for e in entries if e.evaluation.risk is not None and e.evaluation.risk > e.certificate.risk_target]
     if broken:
         warnings.append(
@@ -565,17 +758,62 @@ def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows
             + f"; the guarantee (each with probability >= {_confidence(delta)}) is for new rows drawn like the "
             f"calibration rows: their accuracy is {_pct(1 - curve.n_errors / curve.n, 2)}, the evaluation rows' "
             f"{_pct(1 - float(np.count_nonzero(~ev.correct)) / ev.correct.size, 2)}")
+    if cal.group is not None:
+        warnings.extend(_group_warnings(entries))
     return ThresholdResult(
         name=name, path=path, score=score, method=method, delta=delta, split=split, n_fit=n_fit, entries=entries,
         calibration_curve=curve, evaluation_curve=risk_coverage(ev.values, ev.correct), probability=probability,
-        state=state, fit_note=note, warnings=warnings,
+        state=state, fit_note=note, warnings=warnings, dtype=request.dtype, group_by=request.group_by,
+        per_group=request.per_group,
     )
+
+
+def _group_entry(group: GroupCertificate, cal: ScoredRows, probability: bool) -> GroupEntry:
+    shown, complement = _shown(group.threshold, cal, probability)
+    return GroupEntry(group, shown, probability, complement)
+
+
+def _names(groups, limit: int = 8) -> str:
+    """Group names for a warning, quoted, at most ``limit`` of them."""
+    names = [repr(entry.group.name) for entry in groups]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _group_warnings(entries: list[ThresholdEntry]) -> list[str]:
+    """What a user must know of the groups: those too small for any guarantee, those with no
+    calibration row, and, per target, those whose evaluation rows break it."""
+    from .groups import TOO_FEW_ROWS, UNCOVERED
+
+    first = entries[0].groups
+    out = []
+    uncovered = [g for g in first if g.group.status == UNCOVERED]
+    if uncovered:
+        out.append(f"{len(uncovered)} group{'s' if len(uncovered) > 1 else ''} ({_names(uncovered)}) "
+                   f"{'have' if len(uncovered) > 1 else 'has'} evaluation rows but no calibration row: uncovered, "
+                   "nothing is certified for them and the per-group rule rejects their rows")
+    for entry in entries:
+        small = [g for g in entry.groups if g.group.status == TOO_FEW_ROWS]
+        if small:
+            g = small[0].group
+            out.append(f"at {_target(entry.certificate.risk_target)}, {len(small)} group{'s' if len(small) > 1 else ''} "
+                       f"({_names(small)}) {'have' if len(small) > 1 else 'has'} fewer calibration rows than the "
+                       f"{_count(g.minimum_rows)} any guarantee at delta {g.delta:.3g} needs: "
+                       f"{'they abstain' if len(small) > 1 else 'it abstains'} on everything")
+        broken = [g for g in entry.groups if g.group.evaluation.risk is not None
+                  and g.group.evaluation.risk > entry.certificate.risk_target]
+        if broken:
+            out.append(f"on the evaluation rows the risk exceeds {_target(entry.certificate.risk_target)} in "
+                       + ", ".join(f"{g.group.name!r} ({_pct(g.group.evaluation.risk, 2)} of "
+                                   f"{_count(g.group.evaluation.accepted)} accepted rows)" for g in broken[:8])
+                       + ("" if len(broken) <= 8 else f" and {len(broken) - 8} more groups"))
+    return out
 
 
 # --------------------------------------------------------------------------- files of confidences
 def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEFAULT_RISK,
                           delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD, options=None,
-                          name: str | None = None) -> ThresholdResult:
+                          name: str | None = None, dtype: str | None = None, per_class: bool = False,
+                          delta_per_group: bool = False) -> ThresholdResult:
     """:func:`threshold` for a file with no logits, only a confidence, a prediction and a label per
     row (:class:`selcal.io.confidence.ConfidenceSource`; ``val`` another such file or None).
 
@@ -589,7 +827,9 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
     from ..pipeline.split import holdout_mask, split_plan
 
     options = options or Options()
-    method, delta, risks = _check_method(method), _check_delta(delta), parse_risks(risk)
+    request = make_request(risk, delta, method, dtype=dtype, per_class=per_class, delta_per_group=delta_per_group,
+                           stored=True)
+    risks, delta, method = request.risks, request.delta, request.method
     advice = "give --score-col one of them" if column else "name the confidence column with --score-col COLUMN"
     column = column or CONFIDENCE_NAME
     for source in (test, val):
@@ -604,9 +844,9 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
 
     def rows(source, mask) -> ScoredRows:
         if id(source) not in read:
-            read[id(source)] = source.value_column(column), source.predictions == source.labels
-        values, correct = read[id(source)]
-        return ScoredRows(values, correct, None) if mask is None else ScoredRows(values[mask], correct[mask], None)
+            read[id(source)] = ScoredRows(source.value_column(column), source.predictions == source.labels, None,
+                                          np.asarray(source.predictions))
+        return read[id(source)] if mask is None else read[id(source)].take(mask)
 
     if val is not None:
         split = val.split_column()
@@ -621,8 +861,9 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
     if probability:  # the threshold is shown as the probability it is (1 - x near 1)
         cal, ev = (replace(part, confidence=part.values) for part in (cal, ev))
     warnings = [] if val is None else leak_warnings(test.path, val.path, 0)  # (rows without logits: no content check)
-    return _certified(test.path, name or _model_name(test.path), column, cal, ev, probability, risks=risks,
-                      delta=delta, method=method, split=rule, warnings=warnings)
+    cal, ev = _grouped(request, cal, ev, None, None)
+    return _certified(test.path, name or _model_name(test.path), column, cal, ev, probability, request=request,
+                      split=rule, warnings=warnings)
 
 
 def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
@@ -630,7 +871,8 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
               label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               input_kind: str | None = None, ood_label: int | None = None, lm_choices: int | None = None,
               lm_norm: str | None = None,
-              stream: bool | None = None, memory_budget: int | None = None,
+              stream: bool | None = None, memory_budget: int | None = None, dtype: str | None = None,
+              group_col: str | None = None, per_class: bool = False, delta_per_group: bool = False,
               **option_values) -> ThresholdResult:
     """The lowest confidence threshold whose selective risk on new data is at most ``risk`` with
     probability at least 1 - ``delta``; the Python API behind ``selcal threshold``.
@@ -661,6 +903,14 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
         it is refused, naming the line of the first question of another count.
     lm_norm : ``--lm-norm``: a harness log's length normalisation, as :func:`selcal.evaluate`
         (``none``, ``chars``: lm-eval's ``acc_norm``, ``bytes``: ``acc_bytes``).
+    dtype : ``--dtype``: the precision the confidences are computed at, ``float64`` (selcal's own,
+        the default) or ``float32`` (a softmax score computed in float32 throughout, as a service
+        usually runs it); the certificate holds for that precision, and the output names it.
+    group_col, per_class : a threshold per group of the column ``group_col``, or per predicted
+        class; every group's guarantee holds together with probability at least 1 - ``delta``
+        (each group at delta / G, G the groups with calibration rows), or each on its own with
+        ``delta_per_group``. A group too small for any guarantee abstains on everything; a group
+        with no calibration row is uncovered.
 
     Returns
     -------
@@ -683,9 +933,12 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     options = resolve_options(options, option_values, "threshold")
     if score is not None:
         _check_score(score)
-    _check_method(method), _check_delta(delta), parse_risks(risk)  # before reading
+    grouping = dict(dtype=dtype, group_col=group_col, per_class=per_class, delta_per_group=delta_per_group)
+    make_request(risk, delta, method, **grouping, score=score or "msp")  # refused before reading
     read = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label, input_kind=input_kind,
                 ood_label=ood_label, lm_norm=lm_norm)  # (lm_norm: a log's setting only)
+    if group_col is not None:
+        read["group_col"] = group_col
     (test_path, settings, name), = _one_model(test, lm_choices, lm_norm)
     source = open_dump(test_path, **read, **settings)
     if getattr(source, "confidence_only", False):
@@ -695,7 +948,8 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
             raise SelcalError(f"{val_source.path}: holds logits, but {source.path} only confidences; give a --val file "
                               "of confidences (a confidence, a prediction and a label per row)")
         return threshold_confidences(source, val_source, column=score_col, risk=risk, delta=delta, method=method,
-                                     options=options, name=name)
+                                     options=options, name=name, dtype=dtype, per_class=per_class,
+                                     delta_per_group=delta_per_group)
     if score_col is not None:
         raise OptionError("score_col", f"{source.path}: holds logits; {{option}} is for a file of "
                                        "confidences without logits: choose a registered score with --score")
@@ -707,7 +961,7 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     val_dump = None if val is None else read_dump(val, **read, lm_choices=lm_choices)  # (a log's setting only)
     run = threshold_source if stream else threshold_dump
     return run(source if stream else test_dump, val_dump, score=score or "msp", risk=risk, delta=delta, method=method,
-               options=options, name=name)
+               options=options, name=name, **grouping)
 
 
 def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> None:
