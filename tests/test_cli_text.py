@@ -112,7 +112,7 @@ def test_compare_shows_the_warnings_of_both_models(cli, dumps):
     result = cli("compare", a, b, "--bootstrap", "50", "-q")
     assert result.exit_code == 0, result.stderr
     names = {line.split(": ")[2] for line in _stderr_warnings(result)}
-    assert names == {"a", "b"}
+    assert names == {"a and b"}  # one warning of one kind about both: one line naming both (issue 34)
 
 
 # ============================================================================= 2. help

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..pipeline.identity import same_data
 
-__all__ = ["fingerprint_of", "leaderboard_warning", "other_data_message"]
+__all__ = ["describe_names", "fingerprint_of", "leaderboard_warning", "name_pattern", "other_data_message"]
 
 
 def fingerprint_of(model) -> dict | None:
@@ -22,39 +22,139 @@ def _describe(fp: dict) -> str:
     return f"{fp.get('rows')} rows" + (", with ids" if fp.get("ids") else ", no ids")
 
 
-def leaderboard_warning(models) -> str | None:
-    """One line naming the models of a leaderboard that were evaluated on other rows than the
-    first model (None when every fingerprint agrees, or a result has none).
+_NATURAL = "/_-."  # where a model name breaks into parts
 
-    >>> a = {"name": "a", "fingerprint": {"rows": 3, "labels": "01"}}
-    >>> b = {"name": "b", "fingerprint": {"rows": 3, "labels": "02"}}
+
+def name_pattern(names: list[str]) -> str | None:
+    """The part of ``names`` they all share, the rest a ``*``: ``calpaper_cifar10_*/test``; None when
+    they share no first part (cut at a natural point, after ``/ _ - .``).
+
+    >>> name_pattern(["calpaper_cifar10_vgg11/test", "calpaper_cifar10_resnet18/test"])
+    'calpaper_cifar10_*/test'
+    >>> name_pattern(["wasscal_a", "calpaper_b"]) is None
+    True
+    """
+    import os
+
+    head = os.path.commonprefix(names)
+    head = head[: max((i + 1 for i, c in enumerate(head) if c in _NATURAL), default=0)]
+    rest = [name[len(head):] for name in names]
+    tail = os.path.commonprefix([name[::-1] for name in rest])[::-1]
+    tail = tail[min((i for i, c in enumerate(tail) if c in _NATURAL), default=len(tail)):]
+    if "(" in tail or ")" in tail:  # ("m (3 choices)", "m (4 choices)"): no half of a bracket
+        tail = ""
+    if not head or head.count("(") != head.count(")") or any(len(name) <= len(tail) for name in rest):
+        return None
+    return f"{head}*{tail}"
+
+
+def describe_names(names: list[str], of: int | None = None) -> str:
+    """A set of models as a warning names it: up to three by name; more by their count and the
+    pattern their names share (:func:`name_pattern`), else the first two and how many more.
+    ``of``: the models in all (every one of them: "all 55 models").
+
+    >>> describe_names(["a", "b"]), describe_names(["m_1", "m_2", "m_3", "m_4"]), describe_names(list("wxyz"), 4)
+    ('a and b', '4 models (m_*)', 'all 4 models')
+    """
+    if len(names) <= 3:
+        return " and ".join(names) if len(names) < 3 else f"{names[0]}, {names[1]} and {names[2]}"
+    if of is not None and len(names) == of:
+        return f"all {len(names)} models"
+    pattern = name_pattern(names)
+    return f"{len(names)} models ({pattern if pattern else f'{names[0]}, {names[1]} and {len(names) - 2} more'})"
+
+
+def _num_classes(model):
+    return model.get("num_classes") if isinstance(model, dict) else model.num_classes
+
+
+def _path(model) -> str:
+    return str(model.get("path") if isinstance(model, dict) else model.path)
+
+
+def _log_task(model) -> tuple[str, str] | None:
+    """(language model, task) of a model read from an lm-evaluation-harness log, else None."""
+    import os
+
+    from ..io.lmeval import _LOG
+
+    match = _LOG.match(os.path.basename(_path(model)))
+    if match is None:
+        return None
+    folder, name = os.path.dirname(_path(model)), _name(model)
+    own = os.path.basename(folder) + "/"  # the name is "<model folder>/<task>[ (k choices)]"
+    return folder, name[len(own):] if name.startswith(own) else match.group(1)
+
+
+# what tells the groups apart, tried in order: (words before the value, the value of a model)
+_PROPERTIES = (("with K =", _num_classes), ("of", lambda m: f"{fingerprint_of(m).get('rows'):,} rows"))
+
+
+def leaderboard_warning(models) -> str | None:
+    """One line saying that the models of a leaderboard were not all evaluated on the same rows
+    (None when every fingerprint agrees, or a result has none), the models grouped by their rows
+    and each group named by what its models share and the others do not (K, the number of
+    rows, the task of an lm-evaluation-harness log), e.g. "2 groups: 20 models with K = 100
+    (wasscal_cifar100_*/test) and 35 with K = 10 (...)". A board of one language model's tasks
+    (each task's log holds other questions) is what was asked for: no warning.
+
+    >>> a = {"name": "a", "num_classes": 3, "fingerprint": {"rows": 3, "labels": "01"}}
+    >>> b = {"name": "b", "num_classes": 3, "fingerprint": {"rows": 3, "labels": "02"}}
     >>> leaderboard_warning([a, a]) is None
     True
     >>> leaderboard_warning([a, b])
-    'the models were not evaluated on the same rows: b differs from a (3 rows, no ids); their numbers are not comparable (give the dumps ids or the same row order, or a split column)'
+    'the models were not evaluated on the same rows: 2 groups, a (3 rows, no ids) and b (3 rows, no ids); their numbers are comparable within a group only (give the dumps ids or the same row order, or a split column)'
     """
     models = list(models)
     if len(models) < 2:
         return None
-    groups: list[tuple[dict, list[str]]] = []
+    groups: list[tuple[dict, list]] = []
     for model in models:
         fp = fingerprint_of(model)
         if fp is None:
             return None
-        for known, names in groups:
+        for known, members in groups:
             if same_data(known, fp):
-                names.append(_name(model))
+                members.append(model)
                 break
         else:
-            groups.append((fp, [_name(model)]))
+            groups.append((fp, [model]))
     if len(groups) == 1:
         return None
-    first_fp, first = groups[0]
-    others = [", ".join(names) for _, names in groups[1:]]
-    verb = "differs" if len(groups) == 2 and len(groups[1][1]) == 1 else "differ"
-    return (f"the models were not evaluated on the same rows: {'; '.join(others)} {verb} from {', '.join(first)} "
-            f"({_describe(first_fp)}); their numbers are not comparable (give the dumps ids or the same row "
-            "order, or a split column)")
+    tasks = [_log_task(m) for m in models]
+    if all(tasks):
+        if len({lm for lm, _ in tasks}) == 1:
+            return None  # one language model's tasks: a board per task is what was asked for
+        names = [list(dict.fromkeys(_log_task(m)[1] for m in members)) for _, members in groups]
+        if all(len(n) == 1 for n in names) and len({n[0] for n in names}) == len(groups):
+            shown = [n[0] for n in names][:6]
+            listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(names) <= 6 else \
+                ", ".join(shown) + f" and {len(names) - 6} more"
+            return (f"the language models were evaluated on {len(groups)} tasks ({listed}), each on its own "
+                    "questions: compare them within a task")
+    for words, value in _PROPERTIES:
+        values = [{str(value(m)) for m in members} for _, members in groups]
+        if all(len(v) == 1 for v in values) and len({next(iter(v)) for v in values}) == len(groups) \
+                and None not in {next(iter(v)) for v in values} and "None" not in {next(iter(v)) for v in values}:
+            described = []
+            for index, ((_, members), shared) in enumerate(zip(groups, values)):
+                names = [_name(m) for m in members]
+                who = describe_names(names) if len(names) <= 3 else \
+                    (f"{len(names)} models" if index == 0 else str(len(names)))
+                pattern = name_pattern(names) if len(names) > 3 else None
+                described.append(f"{who} {words} {next(iter(shared))}" + (f" ({pattern})" if pattern else ""))
+            hint = ("they hold different data sets: give each its own board" if words == "with K ="
+                    else "evaluate every model on the same rows")
+            break
+    else:  # the same K and row count: the same data set, in another order or relabelled
+        described = []
+        for fp, members in groups:
+            who, what = describe_names([_name(m) for m in members]), _describe(fp) + (" each" if len(members) > 1 else "")
+            described.append(f"{who[:-1]}; {what})" if who.endswith(")") else f"{who} ({what})")
+        hint = "give the dumps ids or the same row order, or a split column"
+    listed = ", ".join(described[:-1]) + " and " + described[-1]
+    return (f"the models were not evaluated on the same rows: {len(groups)} groups, {listed}; their numbers are "
+            f"comparable within a group only ({hint})")
 
 
 def other_data_message(current: dict, baseline: dict, current_path: str, baseline_path: str) -> str | None:

@@ -75,18 +75,22 @@ def note_ignored(ctx: typer.Context, rules) -> None:
             + "; ".join(f"{flag} ({why})" for flag, why in given))
 
 
-def show_warnings(warnings, silenced: bool = False, width: int | None = None) -> None:
+def show_warnings(warnings, silenced: bool = False, width: int | None = None, of: int | None = None) -> None:
     """The one rule for what selcal knows about the data: every warning goes to stderr, always
     (also with -q, with an output to '-', under a leaderboard and in check/compare), as
     ``selcal: warning: MODEL: text``, after whatever went to stdout; ``--no-warnings`` silences it.
 
-    ``warnings``: (model name, text) pairs.
+    ``warnings``: (model name, text) pairs. A warning of one kind about several models is one
+    line (``selcal: warning: 14 models (calpaper_*/test): text``; :mod:`selcal.report.warning_groups`);
+    ``of``: how many models there are in all (every one of them: "all 55 models").
     """
     if silenced or not warnings:
         return
+    from ..report.warning_groups import warning_lines
+
     sys.stdout.flush()  # a CI log interleaves the two streams: the warnings come under the tables
-    for name, text in warnings:
-        line = f"selcal: warning: {name}: {text}"
+    for grouped in warning_lines(warnings, of):
+        line = f"selcal: warning: {grouped}"
         if width is None or len(line) <= width:
             say(line)
             continue

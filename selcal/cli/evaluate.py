@@ -177,7 +177,8 @@ def evaluate(
         ("val_fraction", "--val-fraction", any(m.split == "holdout" for m in result.models),
          "no random hold-out: the validation rows come from --val or a split column, or no score is fitted"),
     ])
-    show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings)
+    show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings,
+                  of=len(result.models))
     from ..checks.common_ground import leaderboard_warning
 
     other_rows = leaderboard_warning(result.models)

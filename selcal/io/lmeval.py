@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import polars as pl  # imported where a log is read (see selcal.io.text)
 
 NORMS = ("none", "chars", "bytes")
+METADATA_KEY = "selcal.lm_eval"  # a dump's metadata key saying it is a log's (its log-likelihoods' scale means nothing)
 _LOG = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 
 
@@ -183,7 +184,7 @@ class LmEvalSource(ArraysSource):
         self.norm = norm
         super().__init__(path, {"logits": logits, "label": labels,
                                 "id": frame["doc_id"].to_numpy()[rows]}, None, ignore_label)
-        self.metadata = {"selcal.lm_eval": f"{model_name(path)}; {k} choices; norm {norm}"}
+        self.metadata = {METADATA_KEY: f"{model_name(path)}; {k} choices; norm {norm}"}
 
     @staticmethod
     def _conditional_counts(args: list, n_resps: np.ndarray) -> np.ndarray:

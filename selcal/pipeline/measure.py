@@ -15,6 +15,7 @@ from ..errors import SelcalError
 from ..metrics.exact_sums import single_threaded_blas
 from .identity import fingerprint
 from ..io import Dump
+from ..io.lmeval import METADATA_KEY as LM_METADATA
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
@@ -62,6 +63,7 @@ def measure_arrays(
     clusters: np.ndarray | None = None,
     ids: np.ndarray | None = None,
     image_names: np.ndarray | None = None,
+    scale_means_nothing: str | None = None,
 ) -> ModelResult:
     """Every metric of CONVENTIONS.md for one model, from validated numpy arrays already split
     (the core of :func:`evaluate_dump`; from Python, use :func:`evaluate_arrays`).
@@ -76,6 +78,9 @@ def measure_arrays(
     ``ids`` (N,), optional, names the evaluation rows in the most-confident-errors table
     (by default, their index in ``logits``); with ``clusters`` and ``image_names`` (the name of
     each cluster index), the table also names the image of each pixel row.
+    ``scale_means_nothing``: why the logits' scale means nothing (an lm-evaluation-harness log's
+    log-likelihoods, :data:`LM_SCALE`): the scores that read it are left out (:func:`leave_out`), as
+    they are on logits found to be log-probabilities.
     """
     prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
     labels = np.asarray(labels, dtype=np.int64)
@@ -85,7 +90,7 @@ def measure_arrays(
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
     result = _measure(chunks, logits.shape[1], states, options=options, name=name,
                       path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
-                      total=labels.size, columns=columns,
+                      total=labels.size, columns=columns, scale_means_nothing=scale_means_nothing,
                       ids_of=(lambda rows: rows) if ids is None else (lambda rows: ids[rows]),
                       images_of=None if clusters is None or image_names is None else
                       (lambda rows: np.asarray(image_names)[np.asarray(clusters)[rows]]))
@@ -142,13 +147,16 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
              n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
              columns: dict | None = None,
              ids_of: Callable[[np.ndarray], np.ndarray] | None = None,
-             images_of: Callable[[np.ndarray], np.ndarray] | None = None) -> ModelResult:
+             images_of: Callable[[np.ndarray], np.ndarray] | None = None,
+             scale_means_nothing: str | None = None) -> ModelResult:
     """Reduce the evaluation chunks and compute every metric from the per-row numbers."""
     rows = reduce_rows(chunks, n_classes, options=options, states=states, progress=progress, total=total)
     correct = rows.correct
     n = correct.size
-    warnings.extend(data_warnings(rows, options.scores, log_probabilities=bool((extra or {}).get("ensemble"))
-                                  or (extra or {}).get("input") in ("probs", "logprobs"), options=options))
+    declared = bool((extra or {}).get("ensemble")) or (extra or {}).get("input") in ("probs", "logprobs")
+    warnings.extend(data_warnings(rows, options.scores, log_probabilities=declared, options=options))
+    if scale_means_nothing is None and not declared and logit_kind(rows) == "log-probabilities":
+        scale_means_nothing = LOGPROB_SCALE
     result = ModelResult(
         name=name, path=path, num_classes=int(n_classes), n_eval=n, n_val=n_val, split=split,
         accuracy=float(np.count_nonzero(correct) / n),
@@ -184,6 +192,8 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
             result.states[score_name] = state
     if rows.ood is not None and rows.ood.any():
         result.extra["n_ood"] = int(np.count_nonzero(rows.ood))
+    if scale_means_nothing is not None:
+        leave_out(result, scale_readers(options.scores, options), scale_means_nothing)
     _add_column_scores(result, columns or {}, options)
     if groups is not None:
         result.groups = np.asarray(groups)
@@ -291,6 +301,36 @@ def _and(names: Sequence[str]) -> str:
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+LOGPROB_SCALE = "on logits that look like log-probabilities (logsumexp = 0 on every row)"
+LM_SCALE = "on the log-likelihoods of an lm-evaluation-harness log (a choice's length sets their scale)"
+
+
+def scale_readers(chosen: Sequence[str], options: Options) -> list[str]:
+    """The chosen scores that read the logits' scale (``reads_scale``), unless every chosen score
+    does (then none: a run of max_logit alone keeps it, under its warning)."""
+    readers = [name for name in chosen if REGISTRY[name].reads_scale(options)]
+    return readers if len(readers) < len(chosen) else []
+
+
+def leave_out(result: ModelResult, names: Sequence[str], reason: str) -> ModelResult:
+    """``result`` without the scores ``names``, which mean nothing on its logits (``reason``): no
+    number of theirs anywhere (table, leaderboard, CSV, report, best score, intervals, figures),
+    named under ``not_available`` as the scores a file of probabilities cannot have.
+
+    Called before the per-group metrics and the most confident errors, which then skip them."""
+    names = [name for name in names if name in result.scores]
+    if not names:
+        return result
+    for store in (result.scores, result.curves, result.score_values, result.confidences, result.score_correct,
+                  result.states):
+        for name in names:
+            store.pop(name, None)
+    known = result.extra.get("not_available") or {"scores": [], "metrics": []}
+    result.extra["not_available"] = {**known, "scores": list(dict.fromkeys([*known["scores"], *names])),
+                                     "reason": known.get("reason") or reason}
+    return result
+
+
 def logit_kind(rows: RowReduction) -> str:
     """What the logit column seems to hold: ``"probabilities"`` (non-negative, rows sum to 1
     on more than 99% of rows), ``"log-probabilities"`` (logsumexp = 0 on more than 99% of
@@ -323,7 +363,8 @@ def data_warnings(rows: RowReduction, chosen: Sequence[str] = (), log_probabilit
                  or [n for n in REGISTRY if REGISTRY[n].reads_scale(options)])
         warnings.append("the logits look like log-probabilities (logsumexp = 0 on every row): "
                         + (f"{_and(right)} {'is' if len(right) == 1 else 'are'} right, but " if right else "")
-                        + f"{_and(wrong)} {'is' if len(wrong) == 1 else 'are'} not meaningful")
+                        + f"{_and(wrong)} {'is' if len(wrong) == 1 else 'are'} not meaningful"
+                        + (" (left out)" if scale_readers(chosen, options) else ""))
     accuracy = rows.correct.mean()
     shifted_accuracy = rows.label_is_pred_plus_one.mean()
     if shifted_accuracy > max(2 * accuracy, 0.5):
@@ -364,6 +405,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         progress=progress, clusters=eval_rows.images, columns=eval_rows.columns,
         ids=eval_rows.ids,
         image_names=None if eval_rows.images is None or test.image_names is None else test.image_names,
+        scale_means_nothing=LM_SCALE if (test.metadata or {}).get(LM_METADATA) else None,
     )
     if numbered:  # row numbers selcal made are no ids
         result.extra["fingerprint"] = fingerprint(eval_rows.labels)

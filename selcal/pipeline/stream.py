@@ -13,10 +13,11 @@ from ..errors import SelcalError
 from .identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message, release_read_buffers
+from ..io.lmeval import METADATA_KEY as LM_METADATA
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
-from .measure import _add_column_scores, _group_metrics, _measure, fit_scores
+from .measure import LM_SCALE, _add_column_scores, _group_metrics, _measure, fit_scores
 from .reduce import RowReduction, rows_per_chunk
 from .split import (SharedRows, _check_same_classes, _ensemble_provenance, _model_name, _provenance, _rows_of,
     _rule_name, check_ids, count_shared_rows, holdout_mask, image_holdout_mask, leak_warnings, pixel_provenance,
@@ -210,7 +211,8 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval,
                       columns={column: values if eval_mask is None else values[eval_mask]
                                for column, values in read_columns(test, options).items()},
-                      ids_of=_stream_ids(test, eval_mask))
+                      ids_of=_stream_ids(test, eval_mask),
+                      scale_means_nothing=LM_SCALE if (test.metadata or {}).get(LM_METADATA) else None)
     ids = test.id_column()
     result.extra["fingerprint"] = fingerprint(
         np.concatenate(seen_labels) if seen_labels else np.zeros(0, np.int64),

@@ -25,7 +25,7 @@ def _board_columns() -> dict[str, tuple]:
         return header, catalog.unit(key), catalog.get(key).lower_is_better
 
     # top-5 accuracy: shown and sorted higher first, never judged (no direction in the catalog)
-    columns = {"model": ("model", "text", None), "accuracy": metric("acc", "accuracy"),
+    columns = {"model": ("model", "text", None), "n_eval": ("rows", "int", None), "accuracy": metric("acc", "accuracy"),
                "top5_accuracy": ("top-5", catalog.unit("top5_accuracy"), False)}
     summary = []
     for name, entry in REGISTRY.items():
@@ -94,9 +94,34 @@ def _leaderboard_note(columns, rows=()) -> str:
     for column in extras.values():
         if column.flag_key and column.key in columns and any(row.get(column.flag_key) for row in rows):
             note += "; " + column.flag_note
+    if any(row.get("holdout") for row in rows):
+        note += (f"; rows: evaluation rows, {HOLDOUT_MARKER}: a random hold-out of the file, whose other rows fitted "
+                 "the fitted scores (--val or a split column evaluates every row)")
+    note += "".join(f"; {line}" for line in left_out_lines(rows))
     if any(row.get("warnings") for row in rows):
         note += f"; {WARNING_MARKER}: the model has warnings, listed below"
     return note
+
+
+def left_out_lines(rows) -> list[str]:
+    """One line per reason some scores have no number for some models (``not_available``: not
+    meaningful on their logits, or not computed on their file), e.g. "max_logit: no number for 14
+    models, not meaningful on logits that look like log-probabilities (...)"."""
+    from ..checks.common_ground import describe_names
+
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        missing = row.get("not_available") or {}
+        for name in missing.get("scores", ()):
+            by_reason.setdefault((name, missing.get("reason") or "without logits"), []).append(row["model"])
+    grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for (name, reason), models in by_reason.items():
+        grouped.setdefault((reason, tuple(models)), []).append(name)
+    return [f"{', '.join(names)}: no number for {describe_names(list(models), len(rows))}, not meaningful {reason}"
+            for (reason, models), names in grouped.items()]
+
+
+HOLDOUT_MARKER = "(h)"
 
 
 WARNING_MARKER = "(!)"
@@ -104,7 +129,7 @@ WARNING_MARKER = "(!)"
 
 def _row_extras() -> tuple[str, ...]:
     """Keys of a leaderboard row that are not columns of their own."""
-    return ("warnings", "sweep", *(c.flag_key for c in _board_extras() if c.flag_key))
+    return ("warnings", "sweep", "holdout", *(c.flag_key for c in _board_extras() if c.flag_key))
 
 
 _BEST = ("aurc_best_score", "aurc_best_posthoc")
@@ -150,6 +175,8 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
         best_any = min(defined, key=lambda name: (defined[name], name)) if defined else None
         row = {
             "model": model.name,
+            "n_eval": model.n_eval,
+            "holdout": model.split == "holdout",  # evaluated on a random hold-out of the file's rows
             **({"sweep": sweep, sweep: (model.extra.get("sweep") or {}).get(sweep)} if sweep else {}),
             "accuracy": model.accuracy,
             "top5_accuracy": model.top5_accuracy,
@@ -160,6 +187,7 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
             "best_posthoc": best,
             "aurc_best_posthoc": posthoc.get(best) if best else None,
             "warnings": list(model.warnings),
+            "not_available": model.extra.get("not_available"),  # (not a column: the note says it)
         }
         view = calibrators.board_entry(model, (getattr(result, "bootstrap", None) or {}).get("confidence"))
         if view is not None:  # msp, temp and the calibrators side by side (not a column: report/calibrators.py)
@@ -201,7 +229,8 @@ def _shown_columns(rows: list[dict[str, Any]]) -> list[str]:
     fixed = [c for c in LEADERBOARD_COLUMNS if c not in CSV_ONLY]
     at = fixed.index("best_score")
     return [c for c in fixed[:1] + _swept(rows) + fixed[1:at] + extra + fixed[at:]
-            if any(row.get(c) is not None for row in rows)]
+            if any(row.get(c) is not None for row in rows)
+            and (c != "n_eval" or any(row.get("holdout") for row in rows))]  # rows: when some model was held out
 
 
 def _swept(rows: list[dict[str, Any]]) -> list[str]:
@@ -216,6 +245,8 @@ def _cell(value, kind: str) -> str:
         return f"{100 * value:.2f}"
     if kind == "num":
         return f"{value:g}"
+    if kind == "int":
+        return f"{value:,}"
     return str(value)
 
 
@@ -228,6 +259,8 @@ def _cells(row: dict[str, Any], columns) -> list[str]:
         text = _cell(row[column], _column_info(column)[1])
         if column in flags and row.get(flags[column]):
             text += " (fb)"
+        if column == "n_eval" and row.get("holdout"):
+            text += f" {HOLDOUT_MARKER}"
         if column == "model" and row.get("warnings"):
             text += f" {WARNING_MARKER}"
         cells.append(text)
@@ -327,7 +360,10 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
              "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
-    warnings = [f"- {md(row['model'])}: {md(text)}" for row in rows for text in row.get("warnings", ())]
+    from .warning_groups import warning_lines
+
+    warnings = [f"- {md(line)}" for line in warning_lines([(row["model"], text) for row in rows
+                                                          for text in row.get("warnings", ())], len(rows))]
     compared = calibrators.markdown(rows)  # msp, temp and the calibrators side by side, when some model has them
     return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
         f"\n{compared}" if compared else "") + (
@@ -355,6 +391,8 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
             else pl.Float64
         if column in flags:
             schema[flags[column]] = pl.Boolean
+        if column == "n_eval":
+            schema["holdout"] = pl.Boolean
     schema["warnings"] = pl.Int64
     compared = calibrators.csv_columns(rows)  # SCORE.KEY, _low, _high of the calibrators compared
     schema.update({column: pl.Float64 for column in compared})
