@@ -380,7 +380,8 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     shown = set(_shown_columns(rows))
     # the columns of the default scores are always written, those of other scores when some model has them
     optional = {catalog.column(name, "aurc") for name in REGISTRY if name not in DEFAULT_SCORES}
-    columns = [c for c in LEADERBOARD_COLUMNS if c not in optional or c in shown]
+    # (the evaluation rows and the hold-out flag go last, before the warnings: the other columns keep their places)
+    columns = [c for c in LEADERBOARD_COLUMNS if (c not in optional or c in shown) and c != "n_eval"]
     flags = {c.key: c.flag_key for c in _board_extras() if c.flag_key}
     at = columns.index("best_score")
     columns[at:at] = [c for c in _shown_columns(rows) if c.startswith("aurc_") and c not in LEADERBOARD_COLUMNS]
@@ -391,9 +392,7 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
             else pl.Float64
         if column in flags:
             schema[flags[column]] = pl.Boolean
-        if column == "n_eval":
-            schema["holdout"] = pl.Boolean
-    schema["warnings"] = pl.Int64
+    schema.update(n_eval=pl.Int64, holdout=pl.Boolean, warnings=pl.Int64)
     compared = calibrators.csv_columns(rows)  # SCORE.KEY, _low, _high of the calibrators compared
     schema.update({column: pl.Float64 for column in compared})
     from ..escape import csv_cell  # text a spreadsheet would run as a formula is neutralised
