@@ -13,6 +13,7 @@ The modules that moved into their rooms in 0.2 (issue 31) still import under the
 
 import os as _os
 import sys as _sys
+import typing as _typing
 
 
 def _quiet_start() -> None:
@@ -46,6 +47,17 @@ _PUBLIC = {"evaluate": "api", "evaluate_arrays": "api", "evaluate_dump": "api", 
            "ThresholdResult": "threshold.run", "read_dump": "io", "Options": "options",
            "EvaluationResult": "results", "ModelResult": "results", "register_score": "scores",
            "log_to_mlflow": "writers.trackers", "DumpWriter": "writers.training"}
+
+if _typing.TYPE_CHECKING:  # what a type checker reads instead of the imports on first use (py.typed)
+    from . import threshold
+    from .api import evaluate, evaluate_arrays, evaluate_dump
+    from .io import read_dump
+    from .options import Options
+    from .results import EvaluationResult, ModelResult
+    from .scores import register_score
+    from .threshold.run import ThresholdResult
+    from .writers.trackers import log_to_mlflow
+    from .writers.training import DumpWriter
 
 __all__ = [
     "__version__",

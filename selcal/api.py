@@ -109,7 +109,7 @@ def evaluate(
     result, failures = run_jobs(jobs, engine=engine, progress=progress)
     if failures:
         raise SelcalError(failures[0].message)
-    if swept is not None:
+    if sweep is not None and swept is not None:
         add_sweep(result, sweep, swept)
     if bootstrap:
         result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
@@ -280,7 +280,7 @@ def refit_data_of(paths: Sequence, val: Sequence | None, options, *, label_col: 
     """
     from .bootstrap import RefitData
 
-    out = []
+    out: list = []
     models = [(index, model, settings) for index, path in enumerate(paths)
               for model, settings, _ in expand_input(str(path))]
     for index, path, settings in models:

@@ -7,11 +7,14 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    import polars
 
 __all__ = ["ModelResult", "EvaluationResult", "SCHEMA_VERSION", "to_jsonable", "json_schema"]
 
@@ -147,7 +150,7 @@ class EvaluationResult:
         """JSON text; NaN and infinity never appear (undefined values are ``null``)."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
-    def to_polars(self):
+    def to_polars(self) -> polars.DataFrame:
         """A long polars DataFrame: one row per (model, score, metric), with the columns ``model``,
         ``score`` (null for a model's metric: accuracy, NLL, ...), ``metric`` (the JSON key), ``name``
         (its flat name, as MLflow logs it: ``msp/cov_at_risk_0.01``), ``value``, and ``low``,
@@ -166,7 +169,7 @@ class EvaluationResult:
 
         return metrics_frame(self, "polars")
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:
         """The frame of :meth:`to_polars` as a pandas DataFrame (pandas is optional; undefined values are NaN)."""
         from .writers.flat import metrics_frame
 
@@ -193,7 +196,7 @@ class CurveFrames(Mapping):
     def __init__(self, result: EvaluationResult):
         self._result = result
 
-    def __call__(self, kind: str = "rc", *, library: str = "polars"):
+    def __call__(self, kind: str = "rc", *, library: str = "polars") -> Any:
         from .writers.flat import curves_frame
 
         return curves_frame(self._result, kind, library)

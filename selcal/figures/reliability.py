@@ -5,7 +5,7 @@ over the kernel density of the confidences (``smooth``)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,10 @@ from ..scores import REGISTRY
 from .base import (NAME_LIMITS, figure_width, legend_columns, mpl, new_figure, on_axes, one_model, pct, plain_log_axis,
                    score_label, style, user_text, wrap)
 from .data import RELIABILITY_LEVEL, histogram_top, reliability_data, smooth_reliability_data
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["plot_reliability", "plot_smooth_reliability", "figure_reliability", "figure_smooth_reliability",
            "probability_scores", "score_panel", "GAP_STYLES"]
@@ -108,7 +112,8 @@ def _histogram_on(hist, data) -> None:
     hist.set_ylabel("samples (log)")
 
 
-def plot_reliability(model, score: str = "msp", *, bins: int | None = None, ax=None, hist_ax=None):
+def plot_reliability(model, score: str = "msp", *, bins: int | None = None, ax: Axes | None = None,
+                     hist_ax: Axes | None = None) -> Axes | Figure:
     """The reliability diagram of one probability score (a panel of the ``reliability`` figure).
 
     Parameters
@@ -234,7 +239,7 @@ def _smooth_on(ax, data) -> str:
     return f"{data.ticks.size:,} rows at random: correct above 0, errors below"
 
 
-def plot_smooth_reliability(model, score: str = "msp", *, ax=None):
+def plot_smooth_reliability(model, score: str = "msp", *, ax: Axes | None = None) -> Axes | Figure:
     """The smoothed reliability curve of one probability score at its smooth ECE's σ* (a panel of
     the ``smooth`` figure; Błasiok & Nakkiran, ICLR 2024).
 

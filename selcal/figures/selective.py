@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,10 @@ from .base import (NAME_LIMITS, all_scores, figure_width, legend_below, legend_c
                    new_figure, on_axes, one_model, pct, score_colour, score_detail, score_label, score_style, user_text, wrap)
 from .data import (DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, MAX_GROUP_BARS, RCPoints, errors_at_coverage_by_group,
                    rc_curve_points, shown_groups)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["plot_rc", "figure_rc", "figure_rc_overlay", "figure_errors_by_group", "OVERLAY_LEGEND_MODELS"]
 
@@ -68,7 +72,8 @@ def _rc_on(ax, model, scores: Sequence[str] | None, max_points: int | None) -> l
     return _draw_rc(ax, entries, error_rate_line=model.error)
 
 
-def plot_rc(model, *, scores: Sequence[str] | None = None, ax=None, max_points: int | None = DEFAULT_MAX_POINTS):
+def plot_rc(model, *, scores: Sequence[str] | None = None, ax: Axes | None = None,
+            max_points: int | None = DEFAULT_MAX_POINTS) -> Axes | Figure:
     """Risk-coverage curves of a model's scores, drawn on ``ax`` (the ``rc`` figure's curves).
 
     Parameters

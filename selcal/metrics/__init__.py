@@ -11,13 +11,22 @@ in scikit-learn's convention.
                     by the modules that :mod:`selcal.options` itself imports)
 """
 
+from typing import TYPE_CHECKING
+
 from . import catalog  # noqa: F401
 from .catalog import CATALOG, Metric  # noqa: F401
 
 FUNCTIONS = ("aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage", "error_auroc", "fpr_at_95_tpr", "ece",
              "rmsce", "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve")
 
-__all__ = ["catalog", "CATALOG", "Metric", *FUNCTIONS]
+__all__ = ["catalog", "CATALOG", "Metric", "aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage",
+           "error_auroc", "fpr_at_95_tpr", "ece", "rmsce", "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll",
+           "brier", "risk_coverage_curve"]
+
+if TYPE_CHECKING:  # what a type checker reads instead of the import on first use
+    from .functional import (adaptive_ece, augrc, aurc, brier, classwise_ece, coverage_at_risk, eaurc, ece,
+                             error_auroc, fpr_at_95_tpr, mce, nll, risk_at_coverage, risk_coverage_curve, rmsce,
+                             smooth_ece)
 
 
 def __getattr__(name: str):

@@ -26,7 +26,9 @@ float dtype), as for :func:`selcal.evaluate_arrays`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -71,13 +73,17 @@ _SECTIONS = """
 """
 
 
-def _doc(key: str, *, score: bool = True, bins: bool = False, extra: str = "", where: str | None = None):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _doc(key: str, *, score: bool = True, bins: bool = False, extra: str = "",
+         where: str | None = None) -> Callable[[F], F]:
     """Give a metric function's docstring its Parameters and Returns sections (one text for all),
     before its Examples."""
     where = where if where is not None else " (in each score's metrics)" if score else " (at the model level)"
 
-    def decorate(function):
-        head, examples = function.__doc__.split("\n    Examples\n", 1)
+    def decorate(function: F) -> F:
+        head, examples = (function.__doc__ or "").split("\n    Examples\n", 1)
         sections = _SECTIONS.format(parameters=_PARAMETERS + (_SCORE if score else "") + (_BINS if bins else "") + extra,
                                     returns=_RETURNS.format(key=key, where=where))
         function.__doc__ = f"{head.rstrip()}\n{sections}\n    Examples\n{examples}"
@@ -308,7 +314,8 @@ def fpr_at_95_tpr(y_true, y_pred, *, input_kind: str | None = None, score: str =
     return _number(selective.fpr_at_tpr(_curve(y_true, y_pred, input_kind, _options(scores=(score,))), 0.95))
 
 
-def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp"):
+def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None,
+                        score: str = "msp") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The operating points of the risk-coverage curve, one per group of equal scores.
 
     The curve AURC and every selective metric read (:func:`selcal.metrics.selective.risk_coverage`).
@@ -344,7 +351,7 @@ def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None, score:
     return curve.coverage, curve.risk, thresholds
 
 
-risk_coverage_curve.__doc__ = risk_coverage_curve.__doc__.format(parameters=_PARAMETERS + _SCORE)
+risk_coverage_curve.__doc__ = (risk_coverage_curve.__doc__ or "").format(parameters=_PARAMETERS + _SCORE)
 
 
 # ---------------------------------------------------------------------- calibration (top label)

@@ -109,7 +109,7 @@ def flat_metrics(result, *, intervals: bool = True) -> dict[str, float]:
     rows = metric_rows(result)
     models = list(dict.fromkeys(row["model"] for row in rows))
     prefix = {model: "" for model in models} if len(models) == 1 else {model: safe_part(model) + "/" for model in models}
-    seen = {}
+    seen: dict[str, str] = {}
     for model, flat in prefix.items():
         if flat in seen:
             raise SelcalError(f"models {seen[flat]!r} and {model!r} have one flat name, {flat[:-1]!r}; "
@@ -131,16 +131,16 @@ def frame(columns: dict[str, list], types: dict[str, str], library: str):
     if library == "polars":
         import polars as pl
 
-        kinds = {"str": pl.Utf8, "f64": pl.Float64, "i64": pl.Int64}
-        return pl.DataFrame(columns, schema={name: kinds[types[name]] for name in columns})
+        polars_types: dict[str, Any] = {"str": pl.Utf8, "f64": pl.Float64, "i64": pl.Int64}
+        return pl.DataFrame(columns, schema={name: polars_types[types[name]] for name in columns})
     if library == "pandas":
         try:
             import pandas as pd
         except ImportError:
             raise SelcalError("to_pandas needs pandas (pip install pandas); to_polars needs nothing more") from None
-        kinds = {"str": object, "f64": np.float64, "i64": np.int64}
+        pandas_types: dict[str, Any] = {"str": object, "f64": np.float64, "i64": np.int64}
         return pd.DataFrame({name: pd.Series([np.nan if v is None and types[name] == "f64" else v for v in values],
-                                             dtype=kinds[types[name]]) for name, values in columns.items()})
+                                             dtype=pandas_types[types[name]]) for name, values in columns.items()})
     raise SelcalError(f"library must be polars or pandas, got {library!r}")
 
 

@@ -77,8 +77,13 @@ class DumpWriter:
         if split is not None and str(split).lower() not in SPLIT_ALIASES:
             raise SelcalError(f"split must be one of val, test, train (or validation, valid, dev), got {split!r}")
         self.split = None if split is None else SPLIT_ALIASES[str(split).lower()]
-        self.classes = None if classes is None or isinstance(classes, (int, np.integer)) else [str(c) for c in classes]
-        self.num_classes = None if classes is None else (len(self.classes) if self.classes is not None else int(classes))
+        self.classes: list[str] | None = None
+        self.num_classes: int | None = None
+        if isinstance(classes, (int, np.integer)):
+            self.num_classes = int(classes)
+        elif classes is not None:
+            self.classes = [str(c) for c in classes]
+            self.num_classes = len(self.classes)
         if self.num_classes is not None and self.num_classes < 1:
             raise SelcalError(f"classes must be at least 1 (K), got {classes!r}")
         if dtype is not None and dtype not in FLOAT_TYPES:
@@ -122,7 +127,8 @@ class DumpWriter:
             raise SelcalError(f"{where}: {what} are given in some batches and not in others; give them in every "
                               "batch or in none")
         table = {"label": pa.array(y, pa.int64()),
-                 "logits": pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), FLOAT_TYPES[self.dtype]), k)}
+                 "logits": pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), FLOAT_TYPES[str(self.dtype)]),
+                                                             k)}
         for name, value in (("id", ids), ("group", groups)):
             if value is not None:
                 array = to_numpy(value, f"{where}: {name}s")
@@ -134,9 +140,8 @@ class DumpWriter:
                     raise SelcalError(f"{where}: {name}s mix types; give strings or integers") from None
         try:
             batch = pa.table(table)
-            if self._file is None:
-                self._open(batch.schema)
-            self._file.append(batch.select(self._file.schema.names).cast(self._file.schema))
+            file = self._file if self._file is not None else self._open(batch.schema, k)
+            file.append(batch.select(file.schema.names).cast(file.schema))
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             reason = (str(exc).strip().splitlines() or ["?"])[0]
             raise SelcalError(f"{where}: ids or groups of another type than in the first batch ({reason}); "
@@ -163,12 +168,13 @@ class DumpWriter:
                               f"pass dtype='{values.dtype}' to DumpWriter (or convert them yourself)")
         return np.ascontiguousarray(stored)
 
-    def _open(self, schema: pa.Schema) -> None:
+    def _open(self, schema: pa.Schema, k: int) -> PartialParquet:
         self.folder.mkdir(parents=True, exist_ok=True)
         order = [name for name in ("id", "label", "logits", "group") if name in schema.names]
         schema = pa.schema([schema.field(name) for name in order])
         itemsize = np.dtype(self.dtype).itemsize
-        self._file = PartialParquet(self.path, schema, rows_per_group(itemsize, self.num_classes))
+        self._file = PartialParquet(self.path, schema, rows_per_group(itemsize, k))
+        return self._file
 
     # ------------------------------------------------------------------ the end
     def close(self) -> Path | None:

@@ -34,6 +34,7 @@ def test_the_wheel_holds_the_package_its_license_and_no_tests_or_data(dist):
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert not [n for n in names if n.startswith(("tests/", "sample_logits/", "docs/", "bench/"))]
     assert "selcal/cli/__init__.py" in names
+    assert {"selcal/py.typed", "selcal/schema/result-1.json"} <= set(names)  # typed; the results' JSON Schema
 
 
 @pytest.mark.slow
