@@ -1,134 +1,368 @@
-"""CSV, TSV and JSON Lines dumps, read with polars in row batches (streamed: memory bounded by a batch).
+"""CSV, TSV and JSON Lines dumps, read in blocks of whole lines (memory bounded by a block).
 
 The columns are those of a Parquet dump (:mod:`selcal.io.columns`): ``logit_k``, ``class_k``
 or ``prob_k`` columns in any of the three, a ``logits`` list per row in JSON Lines; every check
 and message of :class:`~selcal.io.parquet.ParquetSource` holds, which reads the batches
-through :class:`PolarsFile`, a stand-in for :class:`pyarrow.parquet.ParquetFile`. Messages name
-the line of the file (a CSV's header is line 1; lines are counted as if no quoted value spans
-two lines and JSON Lines has no blank line).
+through :class:`TextFile`, a stand-in for :class:`pyarrow.parquet.ParquetFile`.
+
+selcal reads the bytes itself and gives polars one block of whole lines at a time
+(:data:`BLOCK_BYTES`), never the file: so the header's width (:data:`MAX_COLUMNS`), the length
+of a line (:data:`MAX_LINE_BYTES`) and what a compressed file inflates to are bounded before
+polars sees any of it (CONVENTIONS.md, "Text files"). A gzip, bzip2 or xz file is decompressed
+as a stream (any name: ``m.csv.gz``, or a ``.csv`` that is compressed); any other compressed or
+binary file is refused by its magic bytes. A value that cannot be read is named with its line;
+so is every error of a JSON Lines line (a ``NaN`` literal included).
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
 import json
+import lzma
+import math
 import os
 import re
+import zlib
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .base import Line, _fail, _short
 from .columns import _WIDE, LABEL_NAMES
+from .messages import Line, _fail, _short
 from .parquet import ParquetSource
 
 if TYPE_CHECKING:
     import polars as pl
 
 SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 _INFER_ROWS = 10_000
 # polars is imported where a text file is read, not with selcal: about 35 MB of resident memory
 # and 65 ms of start-up that a Parquet or .npz user never needs (tests/test_import_cycles.py).
 
+MAX_COLUMNS = 1 << 17  # 131 072: more classes than any vocabulary's logits in a CSV (Parquet or .npy beyond)
+MAX_LINE_BYTES = 64 << 20  # one line, the header included (a row of 131 072 logits is about 3 MB)
+BLOCK_BYTES = 8 << 20  # the lines handed to polars at once
+
+# Magic bytes: streamed (stdlib decompressors) and refused (no stream reader in the standard library,
+# or not a text file at all).
+_STREAMED = {b"\x1f\x8b": ("gzip", gzip.open), b"BZh": ("bzip2", bz2.open), b"\xfd7zXZ\x00": ("xz", lzma.open)}
+_REFUSED = {
+    b"\x28\xb5\x2f\xfd": "zstd-compressed; decompress it (zstd -d) or give it gzip-, bzip2- or xz-compressed",
+    b"\x04\x22\x4d\x18": "lz4-compressed; decompress it (lz4 -d) or give it gzip-, bzip2- or xz-compressed",
+    b"PK\x03\x04": "a zip archive (an .npz is one): name an .npz file .npz, or unzip the text file",
+    b"PAR1": "a Parquet file: give it a .parquet name",
+    b"\x93NUMPY": "a NumPy .npy array: give it a .npy name",
+    b"7z\xbc\xaf\x27\x1c": "a 7-zip archive; extract the text file from it",
+}
+_UTF8_BOM = b"\xef\xbb\xbf"
+_STREAM_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
 
 def text_format(path: str) -> str | None:
-    """``csv``, ``tsv`` or ``jsonl`` for a file of that extension (any case), else None."""
-    return SUFFIXES.get(os.path.splitext(path)[1].lower())
+    """``csv``, ``tsv`` or ``jsonl`` for a file of that extension (any case; also ``.csv.gz``,
+    ``.jsonl.bz2``, ``.tsv.xz``), else None."""
+    root, extension = os.path.splitext(path)
+    if extension.lower() in COMPRESSED_SUFFIXES:
+        extension = os.path.splitext(root)[1]
+    return SUFFIXES.get(extension.lower())
 
 
-class PolarsFile:
+def stem_of(name: str) -> str:
+    """``name`` without its text suffix (and its compression suffix): ``m.csv.gz`` -> ``m``."""
+    root, extension = os.path.splitext(name)
+    if extension.lower() in COMPRESSED_SUFFIXES:
+        root, extension = os.path.splitext(root)
+    return root if extension.lower() in SUFFIXES else name
+
+
+def open_text(path: str):
+    """The file's bytes as a binary stream, decompressed when its magic bytes say gzip, bzip2 or
+    xz; a file another magic names (zstd, zip, Parquet, ...) is refused in one line."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    for magic, what in _REFUSED.items():
+        if head.startswith(magic):
+            raise _fail(path, None, None, f"is {what}")
+    for magic, (_, opener) in _STREAMED.items():
+        if head.startswith(magic):
+            return opener(path, "rb")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise _fail(path, None, None, "is UTF-16 text; save it as UTF-8")
+    return open(path, "rb")
+
+
+def compression(path: str) -> str | None:
+    """``gzip``, ``bzip2`` or ``xz`` when the file's magic bytes say so, else None."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    return next((name for magic, (name, _) in _STREAMED.items() if head.startswith(magic)), None)
+
+
+class TextFile:
     """What :class:`~selcal.io.parquet.ParquetSource` asks of a Parquet file (``schema_arrow``,
-    ``metadata``, ``read``, ``iter_batches``), answered by a polars scan of a text file.
+    ``metadata``, ``read``, ``iter_batches``), answered block by block from a text file.
 
     Whole numbers in logit columns (``2`` in a CSV, ``[1, 2]`` in JSON Lines) are read as
     float64, as the file means them; so are numbered and label columns whose values are
-    not all numbers, so that the first bad value is named with its line.
+    not all numbers, so that the first bad value is named with its line. The rows are counted
+    by a first pass over the blocks (decompressing a compressed file twice).
     """
 
     def __init__(self, path: str, fmt: str):
-        import polars as pl
-
-        integers = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
         self.path, self.fmt = path, fmt
-        if os.path.getsize(path) == 0:  # (polars would say "no label column" or "cannot infer types")
-            raise _fail(path, None, None, "is empty (0 bytes): no header and no rows; was it written completely?")
+        self.separator = "\t" if fmt == "tsv" else ","
         self.offset = 2 if fmt in ("csv", "tsv") else 1
-        schema = self._guard(lambda: self._scan().collect_schema())
-        overrides = {}
-        for name, dtype in schema.items():  # a number column with a bad value (inferred as text): its line is named
-            if (_WIDE.match(name) and (dtype in integers or dtype == pl.String)) or (
-                    name in LABEL_NAMES and dtype == pl.String):
-                overrides[name] = pl.Float64
-            elif isinstance(dtype, pl.List) and dtype.inner in integers:
-                overrides[name] = pl.List(pl.Float64)
-        self.lazy = self._scan(overrides)
-        empty = self._guard(lambda: self.lazy.head(0).collect())
-        self.schema_arrow = empty.to_arrow().schema
-        num_rows = self._guard(lambda: self.lazy.select(pl.len()).collect().item())
+        self.header = b""
+        self.schema: dict | None = None
+        with self._stream() as stream:
+            if fmt != "jsonl":
+                self.header = self._header(stream)
+            blocks = self._blocks(stream, self.offset)
+            first = next(blocks, None)
+            if first is None and not self.header.strip():
+                size = ("0 bytes" if os.path.getsize(path) == 0 else "0 bytes once decompressed" if compression(path)
+                        else "only blank lines")
+                raise _fail(path, None, None, f"is empty ({size}): no header and no rows; was it written completely?")
+            if fmt == "jsonl" and first is not None:
+                self._check_keys(*first)
+            self.schema = self._infer(first)
+        self.schema_arrow = self._arrow(self._empty()).schema
+        num_rows = sum(self._count(line, block) for line, block in self._each_block())
         row_group = SimpleNamespace(total_byte_size=os.path.getsize(path))
         self.metadata = SimpleNamespace(num_rows=num_rows, num_row_groups=1, row_group=lambda i: row_group)
 
-    def _scan(self, overrides: dict | None = None) -> pl.LazyFrame:
+    # ----------------------------------------------------------------- bytes
+    def _stream(self):
+        """The file's (decompressed) bytes, after a UTF-8 byte order mark if there is one (Excel writes one)."""
+        try:
+            stream = open_text(self.path)
+            if stream.peek(3)[:3] == _UTF8_BOM:
+                stream.read(3)
+        except _STREAM_ERRORS as exc:
+            kind = compression(self.path)
+            raise _fail(self.path, None, None, f"its {kind} stream is truncated or corrupted ({_short(exc)})"
+                        if kind else f"cannot be read ({_short(exc)})") from None
+        return stream
+
+    def _read(self, stream, size: int) -> bytes:
+        try:
+            return stream.read(size)
+        except _STREAM_ERRORS as exc:
+            kind = compression(self.path)
+            raise _fail(self.path, None, None, f"its {kind} stream is truncated or corrupted ({_short(exc)})"
+                        if kind else f"cannot be read ({_short(exc)})") from None
+
+    def _header(self, stream) -> bytes:
+        """The CSV header line, bounded in length and in columns before polars reads it."""
+        try:
+            header = stream.readline(MAX_LINE_BYTES + 1)
+        except _STREAM_ERRORS as exc:
+            raise _fail(self.path, None, None, f"cannot be read ({_short(exc)})") from None
+        if len(header) > MAX_LINE_BYTES:
+            raise _fail(self.path, None, Line(-1, 2), f"the header is longer than {MAX_LINE_BYTES >> 20} MB; "
+                                                      "no dump's header is: is this a CSV file?")
+        if b"\0" in header:
+            raise _fail(self.path, None, Line(-1, 2), "holds NUL bytes: not UTF-8 text; save it as UTF-8 CSV")
+        columns = header.count(self.separator.encode()) + 1
+        if columns > MAX_COLUMNS:
+            raise _fail(self.path, None, Line(-1, 2), f"the header has {columns} columns, more than the "
+                                                      f"{MAX_COLUMNS} selcal reads from a text file; write the logits "
+                                                      "as one list column of a Parquet file, or as .npy")
+        return header if header.endswith(b"\n") or not header else header + b"\n"
+
+    def _blocks(self, stream, first_line: int):
+        """(number of the block's first line, bytes of whole lines), about :data:`BLOCK_BYTES` at a time."""
+        line, carry = first_line, b""
+        while True:
+            chunk = self._read(stream, BLOCK_BYTES)
+            if not chunk:
+                break
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                self._bounded(carry, line)
+                continue
+            if carry:  # the line the carry began is whole now: bounded too
+                self._bounded(data[:data.find(b"\n")], line)
+            block, carry = data[:cut], data[cut:]
+            self._bounded(carry, line + block.count(b"\n"))
+            yield line, block
+            line += block.count(b"\n")
+        if carry.strip():
+            yield line, carry + b"\n"
+
+    def _bounded(self, partial: bytes, line: int) -> None:
+        if len(partial) > MAX_LINE_BYTES:
+            raise _fail(self.path, None, Line(line - 1, 1), f"is longer than {MAX_LINE_BYTES >> 20} MB; no row "
+                                                            "of a dump is: is this a text file of rows?")
+
+    def _each_block(self):
+        with self._stream() as stream:
+            if self.fmt != "jsonl":
+                stream.readline(MAX_LINE_BYTES + 1)
+            yield from self._blocks(stream, self.offset)
+
+    # ----------------------------------------------------------------- parsing
+    def _parse(self, block: bytes, columns=None, *, infer: bool = False) -> pl.DataFrame:
         import polars as pl
 
         if self.fmt == "jsonl":
-            return pl.scan_ndjson(self.path, infer_schema_length=_INFER_ROWS, schema_overrides=overrides)
-        return pl.scan_csv(self.path, separator="\t" if self.fmt == "tsv" else ",", infer_schema_length=_INFER_ROWS,
-                           schema_overrides=overrides, raise_if_empty=False)
+            frame = pl.read_ndjson(io.BytesIO(block), schema=None if infer else self.schema,
+                                   infer_schema_length=_INFER_ROWS)
+            return frame if columns is None else frame.select(columns)
+        return pl.read_csv(io.BytesIO(self.header + block), separator=self.separator, raise_if_empty=False,
+                           schema=None if infer else self.schema, infer_schema_length=_INFER_ROWS,
+                           columns=columns, n_rows=_INFER_ROWS if infer else None)
 
+    def _parsed(self, line: int, block: bytes, columns=None, *, infer: bool = False) -> pl.DataFrame:
+        """:meth:`_parse`, with an error turned into one line naming the first line that cannot be read."""
+        import polars as pl
+
+        try:
+            return self._parse(block, columns, infer=infer)
+        except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
+            raise self._locate(line, block, exc, infer) from None
+        except BaseException as exc:  # polars' Rust panic (PanicException is a BaseException): one line too
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise self._locate(line, block, exc, infer) from None
+
+    def _infer(self, first) -> dict:
+        """The columns' types from the first rows, whole numbers in logit columns read as float64."""
+        import polars as pl
+
+        if first is None:  # a header and no rows
+            frame = pl.read_csv(io.BytesIO(self.header), separator=self.separator, raise_if_empty=False)
+        else:
+            frame = self._parsed(*first, infer=True)
+        integers = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+        schema = dict(frame.schema)
+        for name, dtype in schema.items():  # a number column with a bad value (inferred as text): its line is named
+            if (_WIDE.match(name) and (dtype in integers or dtype == pl.String or dtype == pl.Null)) or (
+                    name in LABEL_NAMES and dtype == pl.String):
+                schema[name] = pl.Float64
+            elif isinstance(dtype, pl.List) and (dtype.inner in integers or dtype.inner == pl.Null):
+                schema[name] = pl.List(pl.Float64)
+        return schema
+
+    def _empty(self) -> pl.DataFrame:
+        import polars as pl
+
+        return pl.DataFrame(schema=self.schema)
+
+    def _count(self, line: int, block: bytes) -> int:
+        first = next(iter(self.schema), None)
+        if first is None:
+            return 0
+        return self._parsed(line, block, [first]).height
+
+    def _check_keys(self, line: int, block: bytes) -> None:
+        """The first JSON Lines object's width, bounded before polars reads it."""
+        text = block.split(b"\n", 1)[0]
+        keys = text.count(b'":') + text.count(b'" :')
+        if keys > MAX_COLUMNS:
+            raise _fail(self.path, None, Line(line - 1, 1), f"has about {keys} keys, more than the {MAX_COLUMNS} "
+                                                            "selcal reads; write the logits as one list ('logits')")
+
+    # ----------------------------------------------------------------- errors
+    def _locate(self, line: int, block: bytes, exc: BaseException, infer: bool):
+        """One line naming the first line of ``block`` (its first line is ``line``) that cannot be read."""
+        lines = block.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        low, high = 0, len(lines)  # lines[:low] are read, lines[:high] are not: the first bad line is high - 1
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._fails(b"\n".join(lines[:middle]) + b"\n", infer):
+                high = middle
+            else:
+                low = middle
+        bad = max(high - 1, 0)
+        where = Line(line + bad - 1, 1)
+        text = lines[bad]
+        if self.fmt == "jsonl":
+            return _fail(self.path, None, where, _json_problem(text, self._error(text + b"\n", infer) or exc))
+        error = self._error(text + b"\n", infer) or exc  # the bad line's own error
+        found = re.search(r"could not parse `(.*?)` as dtype `(\w+)` at column '(.*?)'", str(error))
+        if found:
+            value, _, column = found.groups()
+            value = value if len(value) <= 40 else value[:37] + "..."
+            return _fail(self.path, column, where, f"holds {value!r}, which is not a number; store numbers only")
+        if "more fields" in str(error):
+            return _fail(self.path, None, where, "has more values than the header has columns; quote a value "
+                                                 "that holds the separator, or fix the line")
+        kind = {"csv": "CSV", "tsv": "TSV"}[self.fmt]
+        return _fail(self.path, None, where, f"cannot be read as {kind} ({_short(error)})")
+
+    def _error(self, block: bytes, infer: bool) -> BaseException | None:
+        try:
+            self._parse(block, infer=infer)
+        except BaseException as exc:  # noqa: BLE001  (a polars error, a Rust panic)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)) or type(exc).__name__ == "Signalled":
+                raise
+            return exc
+        return None
+
+    def _fails(self, block: bytes, infer: bool) -> bool:
+        return self._error(block, infer) is not None
+
+    # ----------------------------------------------------------------- ParquetFile's face
     def read(self, columns) -> pa.Table:
-        return self._guard(lambda: self.lazy.select(columns).collect().to_arrow())
+        tables = [self._arrow(self._parsed(line, block, columns)) for line, block in self._each_block()]
+        if not tables:
+            return self._arrow(self._empty().select(columns))
+        return pa.concat_tables(tables, promote_options="permissive")
 
     def iter_batches(self, batch_size: int, columns):
-        batches = iter(self.lazy.select(columns).collect_batches(chunk_size=batch_size))
-        while True:
-            frame = self._guard(lambda: next(batches, None))
-            if frame is None:
-                return
-            for batch in frame.to_arrow().combine_chunks().to_batches():
-                yield batch
+        for line, block in self._each_block():
+            frame = self._parsed(line, block, columns)
+            for start in range(0, frame.height, batch_size):
+                yield from self._arrow(frame.slice(start, batch_size)).combine_chunks().to_batches()
 
     def line(self, row: int) -> Line:
         return Line(row, self.offset)
 
-    def _guard(self, work):
-        """``work()``, with a polars error turned into one line naming the file's line."""
-        import polars as pl
-
+    def _arrow(self, frame) -> pa.Table:
+        """``frame.to_arrow()``; polars' Rust panic on text it took (a column name with a NUL) is one line."""
         try:
-            return work()
-        except (pl.exceptions.PolarsError, OSError, ValueError, UnicodeDecodeError) as exc:
-            raise self._locate(exc) from None
+            return frame.to_arrow()
+        except BaseException as exc:
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise _fail(self.path, None, None, f"cannot be read ({_short(exc)}); save it as UTF-8 text") from None
 
-    def _locate(self, exc: BaseException):
-        """The first line polars could not read: a value not of its column's type (CSV), or a
-        line that is not a JSON object (JSON Lines), found by reading again more simply."""
-        import polars as pl
 
-        text = str(exc)
-        if self.fmt == "jsonl":
-            with open(self.path, encoding="utf-8", errors="replace") as handle:
-                for number, line in enumerate(handle, start=1):
-                    try:
-                        value = json.loads(line)
-                    except ValueError as error:
-                        return _fail(self.path, None, Line(number - 1, 1),
-                                     f"is not valid JSON ({error.msg}); write one JSON object per line")
-                    if not isinstance(value, dict):
-                        return _fail(self.path, None, Line(number - 1, 1),
-                                     f"holds a JSON {type(value).__name__}, not an object; write one object per line")
-        found = re.search(r"could not parse `(.*?)` as dtype `(\w+)` at column '(.*?)'", text)
-        if found:
-            value, _, column = found.groups()
-            strings = pl.scan_csv(self.path, separator="\t" if self.fmt == "tsv" else ",", infer_schema=False)
-            try:
-                rows = strings.with_row_index("_row").filter(pl.col(column) == value).select("_row").head(1).collect()
-            except pl.exceptions.PolarsError:
-                rows = None
-            row = None if rows is None or rows.height == 0 else Line(int(rows.item()), self.offset)
-            return _fail(self.path, column, row, f"holds {value!r}, which is not a number; store numbers only")
-        kind = {"csv": "CSV", "tsv": "TSV", "jsonl": "JSON Lines"}[self.fmt]
-        return _fail(self.path, None, None, f"not a readable {kind} file ({_short(exc)})")
+def _reject_constant(name: str):
+    raise ValueError(f"holds {name}, which JSON has no literal for (and a logit must be a finite number); "
+                     "write finite numbers, or null")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"holds {text}, a number beyond float64's range; write finite numbers")
+    return value
+
+
+def _json_problem(text: bytes, exc: BaseException) -> str:
+    """What is wrong with one line of a JSON Lines file, for a message that names the line."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        return f"is not valid JSON ({error.msg}); write one JSON object per line"
+    except ValueError as error:
+        return str(error)
+    except (RecursionError, UnicodeDecodeError) as error:
+        return f"cannot be read as JSON ({_short(error)}); write one JSON object per line"
+    if not isinstance(value, dict):
+        return f"holds a JSON {type(value).__name__}, not an object; write one object per line"
+    return f"cannot be read with the columns of the first lines ({_short(exc)}); give every line the same keys " \
+           "and types"
 
 
 class TextSource(ParquetSource):
@@ -136,11 +370,11 @@ class TextSource(ParquetSource):
 
     def __init__(self, path: str, label_col: str | None, logits_col: str | None, ignore_label: int | None,
                  group_col: str | None):
-        self._format = text_format(path)
+        self._format = text_format(path) or "csv"
         super().__init__(path, label_col, logits_col, ignore_label, group_col)
 
-    def _open(self, path: str) -> PolarsFile:
-        return PolarsFile(path, self._format)
+    def _open(self, path: str) -> TextFile:
+        return TextFile(path, self._format)
 
     def raw_batches(self, batch_rows: int):
         first_row = 0

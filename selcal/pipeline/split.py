@@ -16,7 +16,7 @@ from .identity import identity_hashes
 from ..io import Dump, fdshifts, lmeval
 from ..io.base import splitmix64
 from ..io.parts import SPLIT_NAMES_KEY
-from ..io.text import SUFFIXES as TEXT_SUFFIXES
+from ..io.text import stem_of as text_stem
 from ..options import Options
 
 __all__ = ["SharedRows", "check_ids", "content_hashes", "count_shared_rows", "holdout_mask", "image_holdout_mask", "leak_warnings", "pixel_provenance", "row_hashes", "split_column_warnings", "split_plan", "split_rows", "split_warnings"]
@@ -481,10 +481,12 @@ def _model_name(path: str) -> str:
     if len(parts) > 1 and set("*?[") & set(parts[-1]) and not os.path.exists(path):
         parts = parts[:-1]
     stem = parts[-1]
-    for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth", *TEXT_SUFFIXES):
+    for suffix in (".parquet", ".npz", ".pq", ".npy", ".pt", ".pth"):
         if stem.lower().endswith(suffix):
             stem = stem[: -len(suffix)]
             break
+    else:
+        stem = text_stem(stem)  # m.csv, m.jsonl, m.csv.gz
     if stem.lower() in _GENERIC_STEMS and len(parts) > 1 and parts[-2] not in ("", "."):
         return f"{parts[-2]}/{stem}"
     return stem
