@@ -45,7 +45,7 @@ _INFER_ROWS = 10_000
 
 MAX_COLUMNS = 1 << 17  # 131 072: more classes than any vocabulary's logits in a CSV (Parquet or .npy beyond)
 MAX_LINE_BYTES = 64 << 20  # one line, the header included (a row of 131 072 logits is about 3 MB)
-BLOCK_BYTES = 8 << 20  # the lines handed to polars at once
+BLOCK_BYTES = 2 << 20  # the lines handed to polars at once (peak memory about 15 times this: tests/io)
 
 # Magic bytes: streamed (stdlib decompressors) and refused (no stream reader in the standard library,
 # or not a text file at all).
