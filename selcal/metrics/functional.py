@@ -19,16 +19,26 @@ What ``y_pred`` holds, ``input_kind`` says:
   class's probability (NLL, Brier, class-wise ECE) refuse it; the calibration metrics need a
   confidence in [0, 1].
 
-The rows are ranked by ``score`` (``msp`` by default; any score of the registry that needs no
-fit). Arrays may be numpy, lists, pandas or polars objects, or torch tensors (any device and
-float dtype), as for :func:`selcal.evaluate_arrays`.
+The parameters every function shares:
+
+* ``y_true`` (N,): the labels 0 .. K-1; with ``input_kind="confidence"``, whether each
+  prediction is correct.
+* ``y_pred`` (N, K) or (N,): probabilities, logits or log-probabilities of the K classes (a binary
+  model: one number per row), or one confidence per row, as ``input_kind`` says.
+* ``input_kind``: ``"probs"``, ``"logits"``, ``"logprobs"`` or ``"confidence"``; None (the
+  default) detects N x K probabilities and reads anything else as logits.
+* ``score``: the confidence score that ranks the rows, ``"msp"`` by default; any score of
+  ``selcal.scores.REGISTRY`` that needs no fit (``max_logit``, ``energy``, ...). Not used with
+  ``input_kind="confidence"``.
+
+Arrays may be numpy, lists, pandas or polars objects, or torch tensors (any device and float
+dtype), as for :func:`selcal.evaluate_arrays`. Each function returns a float; a value the JSON
+writes as null is NaN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,55 +52,6 @@ __all__ = ["aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage", "er
            "INPUT_KINDS"]
 
 INPUT_KINDS = ("logits", "probs", "logprobs", "confidence")
-
-_PARAMETERS = """y_true : array-like of shape (N,)
-        The labels 0 .. K-1; with ``input_kind="confidence"``, whether each prediction is correct.
-    y_pred : array-like of shape (N, K) or (N,)
-        Probabilities, logits or log-probabilities of the K classes (a binary model: one
-        number per row), or one confidence per row, as ``input_kind`` says.
-    input_kind : {"probs", "logits", "logprobs", "confidence"}, optional
-        What ``y_pred`` holds. By default N x K probabilities are detected (every row in
-        [0, 1], summing to 1) and anything else is logits; one number per row needs it."""
-_SCORE = """
-    score : str, default "msp"
-        The confidence score the rows are ranked by (a score of ``selcal.scores.REGISTRY``
-        that needs no fit: ``msp``, ``max_logit``, ...); not used with ``input_kind="confidence"``."""
-_BINS = f"""
-    bins : int, default {DEFAULTS.bins}
-        Number of bins."""
-_RETURNS = """float
-        The value ``selcal.evaluate`` reports as ``{key}``{where}."""
-
-
-_SECTIONS = """
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-"""
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _doc(key: str, *, score: bool = True, bins: bool = False, extra: str = "",
-         where: str | None = None) -> Callable[[F], F]:
-    """Give a metric function's docstring its Parameters and Returns sections (one text for all),
-    before its Examples."""
-    where = where if where is not None else " (in each score's metrics)" if score else " (at the model level)"
-
-    def decorate(function: F) -> F:
-        head, examples = (function.__doc__ or "").split("\n    Examples\n", 1)
-        sections = _SECTIONS.format(parameters=_PARAMETERS + (_SCORE if score else "") + (_BINS if bins else "") + extra,
-                                    returns=_RETURNS.format(key=key, where=where))
-        function.__doc__ = f"{head.rstrip()}\n{sections}\n    Examples\n{examples}"
-        return function
-
-    return decorate
-
 
 @dataclass(frozen=True)
 class _Rows:
@@ -208,12 +169,21 @@ def _number(value) -> float:
 
 
 # ------------------------------------------------------------------------------ selective
-@_doc("aurc", extra="""
-    estimator : {"mean", "trapz"}, default "mean"
-        ``--aurc-estimator``: the mean of the selective risks over k = 1..N, or the trapezoid.""")
 def aurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
          estimator: str = DEFAULTS.aurc_estimator) -> float:
     """Area under the risk-coverage curve (Geifman et al., ICLR 2019).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose AURC is measured, and the score ranking them (see the module).
+    estimator : {"mean", "trapz"}, default "mean"
+        ``--aurc-estimator``: the mean of the selective risks over k = 1..N, or the trapezoid.
+
+    Returns
+    -------
+    aurc : float
+        Each score's ``aurc`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -226,12 +196,21 @@ def aurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
     return selective.aurc(_curve(y_true, y_pred, input_kind, options), options.aurc_estimator)
 
 
-@_doc("eaurc", extra="""
-    estimator : {"mean", "trapz"}, default "mean"
-        As for :func:`aurc`.""")
 def eaurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
           estimator: str = DEFAULTS.aurc_estimator) -> float:
     """Excess AURC: AURC minus that of the oracle ordering (every correct row first).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose E-AURC is measured, and the score ranking them (see the module).
+    estimator : {"mean", "trapz"}, default "mean"
+        As for :func:`aurc`.
+
+    Returns
+    -------
+    eaurc : float
+        Each score's ``eaurc`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -242,9 +221,18 @@ def eaurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
     return selective.eaurc(_curve(y_true, y_pred, input_kind, options), options.aurc_estimator)
 
 
-@_doc("augrc")
 def augrc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """Area under the generalised risk-coverage curve (Traub et al., NeurIPS 2024).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose AUGRC is measured, and the score ranking them (see the module).
+
+    Returns
+    -------
+    augrc : float
+        Each score's ``augrc`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -254,11 +242,20 @@ def augrc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") 
     return selective.augrc(_curve(y_true, y_pred, input_kind, _options(scores=(score,))))
 
 
-@_doc("cov@RISK", extra="""
-    risk : float
-        The largest selective risk allowed, a fraction in [0, 1] (``--risks``).""")
 def coverage_at_risk(y_true, y_pred, risk: float, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The largest coverage at an operating point whose selective risk is at most ``risk`` (0 if none).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose coverage at ``risk`` is measured, and the score ranking them (see the module).
+    risk : float
+        The largest selective risk allowed, a fraction in [0, 1] (``--risks``).
+
+    Returns
+    -------
+    coverage_at_risk : float
+        Each score's ``cov@RISK`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -271,11 +268,20 @@ def coverage_at_risk(y_true, y_pred, risk: float, *, input_kind: str | None = No
     return selective.coverage_at_risk(_curve(y_true, y_pred, input_kind, options), options.risks[0])
 
 
-@_doc("risk@COVERAGE", extra="""
-    coverage : float
-        The coverage to reach, a fraction in (0, 1] (``--coverages``).""")
 def risk_at_coverage(y_true, y_pred, coverage: float, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The selective risk at the first operating point whose coverage is at least ``coverage``.
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose selective risk at ``coverage`` is measured, and the score ranking them (see the module).
+    coverage : float
+        The coverage to reach, a fraction in (0, 1] (``--coverages``).
+
+    Returns
+    -------
+    risk_at_coverage : float
+        Each score's ``risk@COVERAGE`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -286,11 +292,20 @@ def risk_at_coverage(y_true, y_pred, coverage: float, *, input_kind: str | None 
     return selective.risk_at_coverage(_curve(y_true, y_pred, input_kind, options), options.coverages[0])
 
 
-@_doc("auroc")
 def error_auroc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """AUROC of telling correct predictions from errors by the score; ties count one half.
 
     NaN when there is no error or no correct prediction (``null`` in the JSON).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose AUROC is measured, and the score ranking them (see the module).
+
+    Returns
+    -------
+    error_auroc : float
+        Each score's ``auroc`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -300,11 +315,20 @@ def error_auroc(y_true, y_pred, *, input_kind: str | None = None, score: str = "
     return _number(selective.error_auroc(_curve(y_true, y_pred, input_kind, _options(scores=(score,)))))
 
 
-@_doc("fpr95")
 def fpr_at_95_tpr(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The fraction of errors accepted at the highest threshold that accepts 95% of the correct predictions.
 
     NaN when there is no error or no correct prediction (``null`` in the JSON).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose FPR@95%TPR is measured, and the score ranking them (see the module).
+
+    Returns
+    -------
+    fpr_at_95_tpr : float
+        Each score's ``fpr95`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -322,7 +346,8 @@ def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None,
 
     Parameters
     ----------
-    {parameters}
+    y_true, y_pred, input_kind, score
+        The rows whose curve is drawn, and the score ranking them (see the module).
 
     Returns
     -------
@@ -351,8 +376,6 @@ def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None,
     return curve.coverage, curve.risk, thresholds
 
 
-risk_coverage_curve.__doc__ = (risk_coverage_curve.__doc__ or "").format(parameters=_PARAMETERS + _SCORE)
-
 
 # ---------------------------------------------------------------------- calibration (top label)
 def _catalog_value(key: str, y_true, y_pred, input_kind, options: Options) -> float:
@@ -361,9 +384,20 @@ def _catalog_value(key: str, y_true, y_pred, input_kind, options: Options) -> fl
     return _number(catalog.CATALOG[key].values(rows.confidence, rows.correct, options)[key])
 
 
-@_doc("ece", bins=True)
 def ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """Expected calibration error of the top-label probability, equal-width bins (Guo et al., 2017).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose ECE is measured, and the score ranking them (see the module).
+    bins : int
+        Number of equal-width bins of the ECE.
+
+    Returns
+    -------
+    ece : float
+        Each score's ``ece`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -373,9 +407,20 @@ def ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bi
     return _catalog_value("ece", y_true, y_pred, input_kind, _options(scores=(score,), bins=bins))
 
 
-@_doc("rmsce", bins=True)
 def rmsce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """RMS calibration error: ECE's bins, the root of the weighted mean squared gap (torchmetrics' ``norm="l2"``).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose RMS-CE is measured, and the score ranking them (see the module).
+    bins : int
+        Number of equal-width bins of the RMS-CE.
+
+    Returns
+    -------
+    rmsce : float
+        Each score's ``rmsce`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -385,12 +430,23 @@ def rmsce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", 
     return _catalog_value("rmsce", y_true, y_pred, input_kind, _options(scores=(score,), bins=bins))
 
 
-@_doc("aece", bins=True, extra="""
-    estimator : {"equal-mass", "mbls"}, default "equal-mass"
-        ``--aece-estimator``: equal-mass bins, or the bins of the MBLS code.""")
 def adaptive_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins,
                  estimator: str = DEFAULTS.aece_estimator) -> float:
     """Adaptive ECE: the calibration error over bins of equal mass.
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose adaptive ECE is measured, and the score ranking them (see the module).
+    estimator : {"equal-mass", "mbls"}, default "equal-mass"
+        ``--aece-estimator``: equal-mass bins, or the bins of the MBLS code.
+    bins : int
+        Number of equal-mass bins of the adaptive ECE.
+
+    Returns
+    -------
+    adaptive_ece : float
+        Each score's ``aece`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -401,9 +457,20 @@ def adaptive_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = 
     return _catalog_value("aece", y_true, y_pred, input_kind, options)
 
 
-@_doc("mce", bins=True)
 def mce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """Maximum calibration error: the largest gap between accuracy and confidence of a non-empty bin.
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose MCE is measured, and the score ranking them (see the module).
+    bins : int
+        Number of equal-width bins of the MCE.
+
+    Returns
+    -------
+    mce : float
+        Each score's ``mce`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -413,9 +480,18 @@ def mce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bi
     return _catalog_value("mce", y_true, y_pred, input_kind, _options(scores=(score,), bins=bins))
 
 
-@_doc("smece")
 def smooth_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """Smooth ECE at its own bandwidth σ* (Błasiok & Nakkiran, 2023; the fixed point of ``relplot``).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind, score
+        The rows whose smooth ECE is measured, and the score ranking them (see the module).
+
+    Returns
+    -------
+    smooth_ece : float
+        Each score's ``smece`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -426,9 +502,18 @@ def smooth_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "m
 
 
 # ---------------------------------------------------------------------- of every class's probability
-@_doc("nll", score=False)
 def nll(y_true, y_pred, *, input_kind: str | None = None) -> float:
     """Negative log-likelihood of the labels, the mean over the rows (natural logarithm).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind
+        The rows whose NLL is measured: N x K probabilities or logits (see the module).
+
+    Returns
+    -------
+    nll : float
+        The model's ``nll`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -440,9 +525,18 @@ def nll(y_true, y_pred, *, input_kind: str | None = None) -> float:
     return _known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "NLL").nll)
 
 
-@_doc("brier", score=False)
 def brier(y_true, y_pred, *, input_kind: str | None = None) -> float:
     """Brier score: the mean over the rows of sum_k (p_k - [y = k])^2 (from 0 to 2).
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind
+        The rows whose Brier score is measured: N x K probabilities or logits (see the module).
+
+    Returns
+    -------
+    brier : float
+        The model's ``brier`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -454,9 +548,20 @@ def brier(y_true, y_pred, *, input_kind: str | None = None) -> float:
     return _known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "Brier").brier)
 
 
-@_doc("cece", score=False, bins=True)
 def classwise_ece(y_true, y_pred, *, input_kind: str | None = None, bins: int = DEFAULTS.bins) -> float:
     """Class-wise ECE: the mean over the classes of each class's binned calibration error.
+
+    Parameters
+    ----------
+    y_true, y_pred, input_kind
+        The rows whose class-wise ECE is measured: N x K probabilities or logits (see the module).
+    bins : int
+        Number of equal-width bins of the class-wise ECE.
+
+    Returns
+    -------
+    classwise_ece : float
+        The model's ``cece`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
