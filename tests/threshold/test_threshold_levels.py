@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import make_data, strict_json
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import selcal
@@ -86,6 +87,8 @@ levels = st.one_of(st.floats(0, 1, exclude_min=True, exclude_max=True),
 
 @settings(max_examples=40, deadline=None)
 @given(levels, levels, st.sampled_from(th.METHODS))
+@example(TINY, 0.1, "sgr")  # (an OverflowError traceback before)
+@example(0.5, TINY, "ltt")
 def test_every_level_in_the_open_interval_answers_or_is_refused(dump_whole, risk, delta, method):
     try:
         result = threshold_dump(dump_whole, risk=risk, delta=delta, method=method)
@@ -114,3 +117,11 @@ def test_guarantee_functions_take_every_level_or_raise_value_error():
     for delta in (TINY, 1e-310, sys.float_info.min):  # below the floor: a ValueError that says why
         with pytest.raises(ValueError, match="at least 1e-300"):
             th.sgr(score, correct, delta=delta)
+
+
+def test_a_delta_split_over_the_groups_below_the_floor_is_refused_in_one_line(cli):
+    lspair = Path(__file__).resolve().parents[2] / "sample_logits" / "lspair_alpha0.parquet"
+    line = _one_line(cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300"))
+    assert "--delta: delta 1e-300 split over 2 groups is 5e-301, below 1e-300" in line and "--delta-per-group" in line
+    assert cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300",
+               "--delta-per-group").exit_code == 0

@@ -32,11 +32,14 @@ def test_a_split_column_of_only_val_rows_is_refused_not_replaced_by_a_hold_out(c
     assert not out.exists()
 
 
-def test_a_split_column_without_val_rows_is_refused(cli, dumps):
-    logits, labels = make_data(n=300, accuracy=0.9)
-    path = dumps.parquet("test_only.parquet", logits, labels, split=["test"] * 300)
-    _refused(cli("threshold", path, "--risk", "0.3"), "column 'split' has no 'val' rows (it holds 300 'test')",
+def test_a_split_column_without_val_rows_is_refused_unless_a_val_file_calibrates(cli, dumps):
+    logits, labels = make_data(n=600, accuracy=0.9)
+    test = dumps.parquet("test_only.parquet", logits[:300], labels[:300], split=["test"] * 300)
+    _refused(cli("threshold", test, "--risk", "0.3"), "column 'split' has no 'val' rows (it holds 300 'test')",
              "no calibration rows", "give --val FILE")
+    val = dumps.parquet("val.parquet", logits[300:], labels[300:])
+    answer = strict_json(cli("threshold", test, "--val", val, "--risk", "0.3", "--json", "-").stdout)
+    assert answer["calibration"]["n"] == 300 and answer["evaluation"]["n"] == 300
 
 
 def test_the_streamed_path_refuses_the_same(dumps):
@@ -57,18 +60,13 @@ def test_a_file_of_confidences_refuses_the_same(cli, dumps):
     _refused(cli("threshold", path, "--risk", "0.3"), "holds only 'val' rows (200 'val')")
 
 
-def test_a_split_column_with_both_parts_decides_the_rows_whatever_the_hold_out_options(cli, dumps):
+def test_a_split_column_decides_the_rows_whatever_the_hold_out_options(cli, dumps):
     logits, labels = make_data(n=600, accuracy=0.9)
-    path = dumps.parquet("both.parquet", logits, labels, split=["val"] * 250 + ["test"] * 350)
-    answers = [strict_json(cli("threshold", path, "--risk", "0.3", "--json", "-", *more).stdout)
+    both = dumps.parquet("both.parquet", logits, labels, split=["val"] * 250 + ["test"] * 350)
+    answers = [strict_json(cli("threshold", both, "--risk", "0.3", "--json", "-", *more).stdout)
                for more in ([], ["--val-fraction", "0.5", "--seed", "7"])]
     assert answers[0] == answers[1]
     assert answers[0]["calibration"]["n"] == 250 and answers[0]["evaluation"]["n"] == 350
-
-
-def test_a_val_file_still_calibrates_when_the_test_file_has_only_test_rows(cli, dumps):
-    logits, labels = make_data(n=600, accuracy=0.9)
-    test = dumps.parquet("test.parquet", logits[:300], labels[:300], split=["test"] * 300)
-    val = dumps.parquet("val.parquet", logits[300:], labels[300:])
-    answer = strict_json(cli("threshold", test, "--val", val, "--risk", "0.3", "--json", "-").stdout)
-    assert answer["calibration"]["n"] == 300 and answer["evaluation"]["n"] == 300
+    # the same file with only its 'val' rows: no hold-out of them, whatever --val-fraction says
+    val_only = dumps.parquet("val_only.parquet", logits[:250], labels[:250], split=["val"] * 250)
+    _refused(cli("threshold", val_only, "--risk", "0.3", "--val-fraction", "0.5"), "holds only 'val' rows")
