@@ -85,7 +85,7 @@ import selcal.cli as cli
 class Thing:
     pass
 
-def app(standalone_mode=False):
+def app(standalone_mode=False, **kwargs):  # selcal.cli.run passes prog_name too
     thing = Thing()
     def callback(ref):  # the handler runs at the next line, here, where Python drops what it raises
         os.kill(os.getpid(), signal.SIG{name})
