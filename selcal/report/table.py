@@ -219,7 +219,8 @@ def render_intervals(result, console) -> None:
     level = f"{100 * info.get('confidence', 0.95):g}%"
     for model in result.models:
         names = [s for s in model.scores if isinstance(model.scores[s].get("ci"), dict)]
-        keys = list(dict.fromkeys(k for s in names for k in model.scores[s]["ci"]))
+        cells, model_ci = interval_cells(model, names)
+        keys = list(dict.fromkeys(k for s in names for k in cells[s]))
         unit = " of whole images, a cluster bootstrap" if model.extra.get("ci_resampled") == "images" else ""
         console.print(f"[bold]{terminal(model.name)}[/bold]  {level} bootstrap intervals "
                       f"({info.get('resamples')} resamples{unit}{_refitted(model) if info.get('refit') else ''})",
@@ -231,7 +232,7 @@ def render_intervals(result, console) -> None:
             for name in shown:
                 table.add_column(terminal(name), justify="right", no_wrap=True)
             for key in keys:
-                table.add_row(metric_label(key), *(_interval_text(key, model.scores[s]["ci"].get(key)) for s in shown))
+                table.add_row(metric_label(key), *(cells[s].get(key, "-") for s in shown))
             return table
 
         # many scores (--scores calibrators) in a narrow terminal: several tables of the columns that fit,
@@ -245,11 +246,44 @@ def render_intervals(result, console) -> None:
                 shown = rest[:len(shown) + 1]
             rest = rest[len(shown):]
             console.print(table_of(shown))
-        model_ci = model.extra.get("ci") or {}
         if model_ci:
             console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
                           soft_wrap=True)
         console.print()
+
+
+def interval_cells(model, names: list[str]) -> tuple[dict[str, dict[str, str]], dict]:
+    """The intervals table's cells of each score in ``names`` (metric key -> text), and what stays on
+    the model's line under it.
+
+    A score whose probabilities are the model's own (msp: ``Score.model_probabilities``) shows the
+    model's NLL and Brier in its column, on the line of every other score's NLL and Brier (they
+    then leave the model's line). A metric a score reports with no interval (isotonic's NLL, null
+    when a label has probability 0) keeps its row: ``-``, or ``∞ on N rows``. Rows follow the scores'
+    intervals, NLL before Brier.
+    """
+    model_ci = dict(model.extra.get("ci") or {})
+    cells: dict[str, dict[str, str]] = {}
+    moved: set[str] = set()
+    for name in names:
+        intervals = dict(model.scores[name]["ci"])
+        entry = REGISTRY.get(name)
+        if entry is not None and entry.model_probabilities:
+            for key in ("nll", "brier"):
+                if key in model_ci and key not in intervals:
+                    intervals[key] = model_ci[key]
+                    moved.add(key)
+        cells[name] = {key: _interval_text(key, ci) for key, ci in intervals.items()}
+        for key, value in model.scores[name].items():  # reported, no interval: the row stays
+            if key not in cells[name] and catalog.has_interval(key) and key in catalog.CATALOG:
+                infinite = model.scores[name].get(f"{key}_infinite_rows")
+                cells[name][key] = f"∞ on {infinite:,} rows" if value is None and infinite else "-"
+    order = list(dict.fromkeys(k for name in names for k in cells[name]))
+    if "nll" in order and "brier" in order:  # NLL, then Brier, wherever a column brought them
+        order.remove("nll")
+        order.insert(order.index("brier"), "nll")
+    cells = {name: {key: cells[name][key] for key in order if key in cells[name]} for name in names}
+    return cells, {k: v for k, v in model_ci.items() if k not in moved}
 
 
 def _refitted(model) -> str:
