@@ -3,25 +3,26 @@ score given the max logit within MSP bins (``pnorm_vmax``, Xia et al. 2024, fig.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..metrics import diagnostics
-from .base import (NAME_LIMITS, SCORE_COLOURS, figure_width, legend_below, model_colours, new_figure, user_text,
-                   wrap)
+from .base import (NAME_LIMITS, SCORE_COLOURS, figure_width, legend_below, model_colours, new_figure, on_axes,
+                   one_model, user_text, wrap)
 from .data import pnorm_search_data
 
-__all__ = ["figure_pnorm_search", "figure_pnorm_given_vmax"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_pnorm_search", "figure_pnorm_search", "figure_pnorm_given_vmax"]
 
 
-def figure_pnorm_search(model):
-    """Validation objective against p, MSP as a horizontal line, the chosen p marked."""
-    metrics = model.scores.get("pnorm")
-    if not metrics or "val_objective" not in metrics:
-        return None
+def _pnorm_search_on(ax, metrics: dict) -> None:
+    """The validation objective of every p on ``ax``, MSP's as a line, the chosen p marked."""
     data = pnorm_search_data(metrics)
     name = data.objective_name.upper()
-    figure = new_figure(6.0, 4.4)
-    ax = figure.add_subplot()
     ax.plot(data.p, 100 * data.objective, color=SCORE_COLOURS["pnorm"], marker="o", markersize=4, linewidth=1.4,
             label=f"p-norm score ({'centred' if metrics.get('center', True) else 'uncentred'})")
     if data.msp is not None:
@@ -35,6 +36,46 @@ def figure_pnorm_search(model):
     ax.set_xticks(data.p)
     ax.set_xlabel("p of the p-norm")
     ax.set_ylabel(f"validation {name} (%)")
+
+
+def plot_pnorm_search(model, *, ax: Axes | None = None) -> Axes | Figure:
+    """The choice of p of the ``pnorm`` score: the validation objective of every p, MSP's, the p chosen
+    (the ``pnorm_search`` figure).
+
+    Parameters
+    ----------
+    model : ModelResult or EvaluationResult of one model
+        With the ``pnorm`` score evaluated.
+    ax : matplotlib Axes, optional
+        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
+        None: a new Figure in selcal's style.
+
+    Returns
+    -------
+    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+    """
+    from ..errors import SelcalError
+
+    model = one_model(model)
+    metrics = model.scores.get("pnorm")
+    if not metrics or "val_objective" not in metrics:
+        raise SelcalError(f"{model.name!r} has no pnorm search: evaluate it with the pnorm score")
+
+    def draw(target) -> None:
+        _pnorm_search_on(target, metrics)
+        target.legend(fontsize="small")
+
+    return on_axes(ax, draw, size=(6.0, 4.4))
+
+
+def figure_pnorm_search(model):
+    """Validation objective against p, MSP as a horizontal line, the chosen p marked."""
+    metrics = model.scores.get("pnorm")
+    if not metrics or "val_objective" not in metrics:
+        return None
+    figure = new_figure(6.0, 4.4)
+    ax = figure.add_subplot()
+    _pnorm_search_on(ax, metrics)
     ax.set_title(wrap(f"{user_text(model.name, NAME_LIMITS['title'])}: choice of p on {model.n_val:,} validation "
                       "samples\n(lower is better)", 0.9 * figure_width(figure)))
     legend_below(ax)

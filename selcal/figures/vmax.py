@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..pipeline.measure import logit_kind
-from .base import CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, new_figure, user_text, wrap
+from .base import (CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, mpl, new_figure, one_model,
+                   style, user_text, wrap)
 from .data import SlidingWindowStats, ls_ceiling_share, sliding_window_stats, vmax_msp_limits
 
-__all__ = ["figure_vmax_msp", "figure_vmax_msp_overlay", "vmax_msp_skip_reason", "vmax_stats"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_vmax_msp", "figure_vmax_msp", "figure_vmax_msp_overlay", "vmax_msp_skip_reason", "vmax_stats"]
 
 
 def vmax_msp_skip_reason(model) -> str | None:
@@ -54,8 +60,9 @@ def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None, stats: SlidingWin
         band = ax.fill_between(x, series.mean - series.std, series.mean + series.std, color=colour, alpha=0.18,
                                linewidth=0, label=f"{label}: ± std")
         entries.append(((band, line), f"{label}: mean ± std"))
-    diff_ax.axhline(0.0, color="0.5", linewidth=0.8)
-    diff_ax.plot(x, stats.difference, color="0.15", linewidth=1.4, label="✗ − ✓")
+    if diff_ax is not None:
+        diff_ax.axhline(0.0, color="0.5", linewidth=0.8)
+        diff_ax.plot(x, stats.difference, color="0.15", linewidth=1.4, label="✗ − ✓")
     shown = ~(np.isnan(stats.correct.mean) & np.isnan(stats.incorrect.mean))
     if shown.any():
         ax.set_xlim(max(0.0, float(stats.lo[shown].min()) - 0.01), 1.0)
@@ -66,14 +73,63 @@ def _draw_vmax_msp(ax, diff_ax, model, ls_alpha: float | None, stats: SlidingWin
         line = ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0,
                           label=f"LS target ceiling (1−α)+α/K = {c.ceiling:.3f} (α = {ls_alpha:g}):\n"
                                 f"{100 * c.share_above:.1f}% of samples have a higher MSP{above}")
-        diff_ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0)
-    ax.tick_params(labelbottom=False)
+        if diff_ax is not None:
+            diff_ax.axvline(c.ceiling, color="0.25", linestyle="--", linewidth=1.0)
     ax.set_ylabel("max logit $v_{max}$ (logit units; mean ± std)")
-    diff_ax.set_ylabel("✗ − ✓ mean $v_{max}$\n(logit units)")
-    diff_ax.set_xlabel("MSP (window centre; 0.05 wide, step 0.01)")
+    xlabel = "MSP (window centre; 0.05 wide, step 0.01)"
+    if diff_ax is None:  # one panel (plot_vmax_msp on the caller's axes)
+        ax.set_xlabel(xlabel)
+    else:
+        ax.tick_params(labelbottom=False)
+        diff_ax.set_ylabel("✗ − ✓ mean $v_{max}$\n(logit units)")
+        diff_ax.set_xlabel(xlabel)
     if line is not None:
         entries.append((line, line.get_label()))
     return entries, line
+
+
+def plot_vmax_msp(model, *, ax: Axes | None = None, diff_ax: Axes | None = None,
+                  ls_alpha: float | None = None) -> Axes | Figure:
+    """The max logit given the MSP, correct against incorrect predictions (the ``vmax_msp`` figure's panels).
+
+    Parameters
+    ----------
+    model : ModelResult or EvaluationResult of one model
+        With ``msp`` evaluated on logits (not probabilities).
+    ax : matplotlib Axes, optional
+        Where to draw the mean ± std of v_max per MSP window (your axes: nothing else of its
+        figure, nor any global setting, changes). None: a new Figure in selcal's style, with
+        the difference of the means beneath.
+    diff_ax : matplotlib Axes, optional
+        With ``ax``: axes for the difference of the means (incorrect minus correct).
+    ls_alpha : float, optional
+        The label-smoothing α the model was trained with: its MSP ceiling is marked.
+
+    Returns
+    -------
+    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+    """
+    from ..errors import SelcalError
+
+    model = one_model(model)
+    reason = vmax_msp_skip_reason(model)
+    if reason is not None or "msp" not in model.scores:
+        raise SelcalError(f"the vmax_msp figure is not drawn for {model.name!r}: {reason or 'msp was not evaluated'}")
+
+    def draw(target, below=None) -> None:
+        entries, _ = _draw_vmax_msp(target, below, model, ls_alpha)
+        target.legend([h for h, _ in entries], [label for _, label in entries], fontsize="small")
+
+    if ax is not None:
+        draw(ax, diff_ax)
+        return ax
+    matplotlib, _, _ = mpl()
+    with matplotlib.rc_context(style()):
+        figure = new_figure(6.0, 6.0)
+        grid = figure.add_gridspec(2, 1, height_ratios=[3.0, 1.0])
+        top = figure.add_subplot(grid[0])
+        draw(top, figure.add_subplot(grid[1], sharex=top))
+    return figure
 
 
 def figure_vmax_msp(model, ls_alpha: float | None = None):
@@ -108,7 +164,7 @@ def figure_vmax_msp_overlay(models, ls_alphas: Sequence[float | None] | None = N
     rows = math.ceil(len(models) / columns)
     figure = new_figure(4.9 * columns, 6.2 * rows)
     grid = figure.add_gridspec(2 * rows, columns, height_ratios=[3.0, 1.0] * rows)
-    shared = {}
+    shared: dict = {}
     first = None
     for index, (model, alpha, model_stats) in enumerate(zip(models, ls_alphas, stats)):
         row, column = divmod(index, columns)

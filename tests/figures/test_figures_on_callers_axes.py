@@ -44,6 +44,24 @@ def test_every_figure_draws_into_a_subplot_grid_the_caller_made(result):
     grid.savefig(io.BytesIO(), format="png")  # a complete figure of the caller's
 
 
+def test_the_vmax_and_pnorm_panels_draw_into_the_callers_grid():
+    logits, labels = make_data(n=600, k=5, seed=13)
+    result = selcal.evaluate_arrays(logits, labels, scores="msp,max_logit,pnorm")
+    grid = Figure(figsize=(9, 6))
+    axes = grid.subplots(2, 2)
+    assert figures.plot_vmax_msp(result, ax=axes[0, 0], diff_ax=axes[1, 0], ls_alpha=0.1) is axes[0, 0]
+    assert figures.plot_pnorm_search(result, ax=axes[0, 1]) is axes[0, 1]
+    assert len(axes[0, 0].get_lines()) == 3 and len(axes[1, 0].get_lines()) == 3  # 2 means, the LS ceiling; 0, ✗−✓
+    p = [int(x) for x in axes[0, 1].get_lines()[0].get_xdata()]
+    assert p == list(result.options.p_grid)
+    alone = figures.plot_vmax_msp(result.models[0], ax=axes[1, 1])  # one panel: the x label on it
+    assert alone.get_xlabel().startswith("MSP")
+    assert isinstance(figures.plot_vmax_msp(result), Figure) and isinstance(figures.plot_pnorm_search(result), Figure)
+    grid.savefig(io.BytesIO(), format="png")
+    with pytest.raises(SelcalError, match="no pnorm search"):
+        figures.plot_pnorm_search(selcal.evaluate_arrays(logits, labels, scores="msp"))
+
+
 def test_without_axes_a_new_figure_in_selcals_style_is_returned(result):
     for draw in (figures.plot_rc, figures.plot_reliability, figures.plot_smooth_reliability):
         figure = draw(result)
