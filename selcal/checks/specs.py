@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Iterable, Sequence
 
 from ..errors import SelcalError
@@ -110,7 +111,9 @@ def parse_bound(text: str, option: str) -> tuple[Spec, float]:
                 else "* covers the metrics shown in percent")
         raise SelcalError(f"{option} {text}: {what}: {number:g} would be {100 * number:g}%; "
                           f"write {name.strip()}={number:g}% or {name.strip()}={number / 100:g}")
-    number = number / 100 if percent else number
+    # the percent as written, divided exactly and rounded once: 85.4% is 0.854, as the JSON holds it
+    # (85.4 / 100 in floating point is 0.8540000000000001, which fails --min accuracy=85.4% at 0.854)
+    number = float(Decimal(value[:-1].strip()) / 100) if percent else number
     if option == "--tolerance" and number < 0:
         raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
     return spec, number
