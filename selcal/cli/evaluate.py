@@ -44,8 +44,8 @@ def evaluate(
     errors_top: int = typer.Option(DEFAULTS.errors_top, "--errors-top", metavar="N", help="How many of the most confident errors per score and model (--errors-csv, --report)."),
     details: bool = typer.Option(False, "--details", help="With several models, print every model's full table too."),
     plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figures (rc, reliability, vmax_msp, pnorm_search, overlays) into DIR."),
-    plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files: png, svg or pdf."),
-    figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report), comma-separated: rc, reliability, smooth, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
+    plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots files (and of the figures --mlflow logs): png, svg or pdf."),
+    figure_kinds: Optional[str] = typer.Option(None, "--figures", metavar="KINDS", help="Only these figures (--plots, --report, --mlflow), comma-separated: rc, reliability, smooth, vmax_msp, pnorm_search, errors_by_group, logit_profile, pnorm_vmax, sweep (overlays come with their kind); default all."),
     mlflow: bool = typer.Option(False, "--mlflow", help="Log the result into an MLflow run (the store and experiment of MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_NAME): every metric under its flat name (msp/aurc), the options as params, the JSON, the figures and the report as artifacts. Needs selcal[mlflow]."),
     report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one self-contained HTML page: tables, figures, settings."),
     ls_alpha: Optional[str] = typer.Option(None, "--ls-alpha", help="Label-smoothing alpha of the models, one value or one per TEST file: draws the target ceiling (1-a)+a/K on vmax_msp."),
@@ -64,7 +64,7 @@ def evaluate(
     from ..writers.output import Outputs
 
     try:
-        options = build_options(ctx, logit_profile=(plots_dir is not None or report_path is not None)
+        options = build_options(ctx, logit_profile=(plots_dir is not None or report_path is not None or mlflow)
                                 and _wants_profile(figure_kinds))
         if bootstrap:
             from ..bootstrap import check_arguments
@@ -125,7 +125,9 @@ def evaluate(
             from ..figures.render import default_workers
             from ..writers.trackers import log_to_mlflow
 
-            run_id = log_to_mlflow(result, workers=default_workers())
+            run_id = log_to_mlflow(result, workers=default_workers(), figure_format=figure_options["fmt"],
+                                   kinds=figure_options["kinds"], ls_alpha=figure_options["ls_alpha"],
+                                   at_coverage=figure_options["at_coverage"])
             figure_notes.append(f"logged to the MLflow run {run_id}")
     except SelcalError as exc:
         fail_on(exc)
@@ -164,11 +166,11 @@ def evaluate(
         ("rank_maps", "--rank-maps", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
         ("rank_maps_of", "--rank-maps-of", segmentation and plots_dir, "it needs --plots and a segmentation folder"),
         ("errors_top", "--errors-top", errors_csv or report_path, "it needs --errors-csv or --report"),
-        ("at_coverage", "--at-coverage", group_col is not None and (plots_dir or report_path),
-         "it needs --group-col and --plots or --report"),
-        ("ls_alpha", "--ls-alpha", plots_dir or report_path, "it needs --plots or --report"),
-        ("plot_format", "--plot-format", plots_dir, "it needs --plots"),
-        ("figure_kinds", "--figures", plots_dir or report_path, "it needs --plots or --report"),
+        ("at_coverage", "--at-coverage", group_col is not None and (plots_dir or report_path or mlflow),
+         "it needs --group-col and --plots, --report or --mlflow"),
+        ("ls_alpha", "--ls-alpha", plots_dir or report_path or mlflow, "it needs --plots, --report or --mlflow"),
+        ("plot_format", "--plot-format", plots_dir or mlflow, "it needs --plots or --mlflow"),
+        ("figure_kinds", "--figures", plots_dir or report_path or mlflow, "it needs --plots, --report or --mlflow"),
         ("bootstrap_refit", "--bootstrap-refit", bootstrap, "it needs --bootstrap B"),
         ("confidence", "--confidence", bootstrap, "it needs --bootstrap B"),
         ("sort_by", "--sort-by", len(result.models) > 1, "one TEST file: no leaderboard to sort"),

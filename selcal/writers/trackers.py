@@ -66,7 +66,8 @@ def _run_id(mlflow, run) -> tuple[str, bool]:
 
 
 def log_to_mlflow(result, run=None, *, figures: bool = True, report: bool = True, figure_format: str = "png",
-                  prefix: str = "", params: dict[str, Any] | None = None, workers: int = 1) -> str:
+                  prefix: str = "", params: dict[str, Any] | None = None, workers: int = 1,
+                  **drawing: Any) -> str:
     """Log ``result`` into an MLflow run; returns the run's id.
 
     Parameters
@@ -86,6 +87,9 @@ def log_to_mlflow(result, run=None, *, figures: bool = True, report: bool = True
         More params to log with the options.
     workers : int
         Processes drawing the figures.
+    **drawing
+        The figures' settings of :func:`selcal.figures.write_plots` (``kinds``, ``ls_alpha``,
+        ``at_coverage``), as ``--figures``, ``--ls-alpha`` and ``--at-coverage`` give them.
 
     Examples
     --------
@@ -113,7 +117,8 @@ def log_to_mlflow(result, run=None, *, figures: bool = True, report: bool = True
         for start in range(0, len(keys), _BATCH_PARAMS):
             client.log_batch(run_id, params=[Param(k, all_params[k]) for k in keys[start:start + _BATCH_PARAMS]])
         with tempfile.TemporaryDirectory(prefix="selcal-mlflow-") as folder:
-            _write_artifacts(result, Path(folder), figures=figures, report=report, fmt=figure_format, workers=workers)
+            _write_artifacts(result, Path(folder), figures=figures, report=report, fmt=figure_format, workers=workers,
+                             drawing=drawing)
             client.log_artifacts(run_id, folder, ARTIFACT_PATH)
         status = "FINISHED"
     except (mlflow.exceptions.MlflowException, OSError) as exc:  # a store that refuses or cannot be reached
@@ -125,7 +130,8 @@ def log_to_mlflow(result, run=None, *, figures: bool = True, report: bool = True
     return run_id
 
 
-def _write_artifacts(result, folder: Path, *, figures: bool, report: bool, fmt: str, workers: int) -> None:
+def _write_artifacts(result, folder: Path, *, figures: bool, report: bool, fmt: str, workers: int,
+                     drawing: dict[str, Any]) -> None:
     """result.json, figures/ and report.html of ``result`` into ``folder``."""
     (folder / "result.json").write_text(result.to_json(), encoding="utf-8")
     drawn = None
@@ -133,9 +139,9 @@ def _write_artifacts(result, folder: Path, *, figures: bool, report: bool, fmt: 
         from ..figures import write_plots
 
         drawn = write_plots(result, folder / "figures", fmt, keep_data=report and fmt in ("png", "svg"),
-                            workers=workers)
+                            workers=workers, **drawing)
     if report:
         from ..report.html import write_report
 
         write_report(result, folder / "report.html", drawn if drawn and fmt in ("png", "svg") else None,
-                     workers=workers)
+                     workers=workers, **drawing)

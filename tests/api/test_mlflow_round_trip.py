@@ -90,14 +90,16 @@ def test_the_active_run_is_logged_into_and_left_open(store, tmp_path):
 def test_the_command_line_logs_the_same_names(store, tmp_path):
     from typer.testing import CliRunner
 
-    out = CliRunner().invoke(app, ["evaluate", str(SAMPLE), "--scores", "msp,max_logit", "--mlflow",
-                                   "--json", str(tmp_path / "r.json")])
+    out = CliRunner().invoke(app, ["evaluate", str(SAMPLE), "--scores", "msp,max_logit", "--mlflow", "--figures", "rc",
+                                   "--plot-format", "svg", "--json", str(tmp_path / "r.json")])
     assert out.exit_code == 0, out.output
     experiment = store.get_experiment_by_name("test_the_command_line_logs_the_same_names")
     (run,) = store.search_runs([experiment.experiment_id])
     document = json.loads((tmp_path / "r.json").read_text())
     assert run.data.metrics == flat_metrics(document)
     assert run.info.run_id in out.output
+    _, _, files = read_back(store, run.info.run_id, tmp_path)
+    assert files == ["figures/calibrator_cifar10_resnet50_ce_rc.svg", "report.html", "result.json"]  # --figures rc
 
 
 def test_without_mlflow_the_flag_is_refused_before_any_work(monkeypatch):
