@@ -8,18 +8,19 @@ here, where earlier versions defined them (``from selcal.evaluate import Options
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 
 import numpy as np
 
 from .metrics import diagnostics
-from .errors import SelcalError
+from .errors import ModelsFailed, SelcalError
 from .io import expand_input, read_dump
 from .io.parquet import parquet_schema_metadata
 from .options import (DEFAULT_COVERAGES, DEFAULT_P_GRID, DEFAULT_RISKS, MAX_BINS, MAX_P,  # noqa: F401
                       MAX_P_GRID_VALUES, parse_floats, parse_p_grid)
-from .options import Options  # noqa: F401  (re-exported)
+from .options import DEFAULT_CONFIDENCE, FigureSettings, Options, ReadSettings, RunSettings, settings  # noqa: F401
 from .results import EvaluationResult
 from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, model_jobs, run_jobs  # noqa: F401
 from .pipeline.measure import (data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays,  # noqa: F401
@@ -29,7 +30,7 @@ from .pipeline.split import (SharedRows, _model_name, check_ids, count_shared_ro
                              split_plan, split_rows)
 from .pipeline.stream import evaluate_confidences, evaluate_source  # noqa: F401
 
-__all__ = ["Options", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob",
+__all__ = ["Options", "ReadSettings", "RunSettings", "FigureSettings", "ModelsFailed", "evaluate", "evaluate_dump", "evaluate_arrays", "measure_arrays", "holdout_mask", "ModelJob",
            "evaluate_model", "model_jobs", "run_jobs", "with_intervals", "resolve_options", "sweep_values", "add_sweep"]
 
 
@@ -38,57 +39,52 @@ def evaluate(
     val=None,
     *,
     options: Options | None = None,
-    label_col: str | None = None,
-    logits_col: str | None = None,
-    ignore_label: int | None = None,
-    group_col: str | None = None,
-    pixels_per_image: int | None = None,
-    input_kind: str | None = None,
-    lm_norm: str | None = None,
-    ood_label: int | None = None,
-    stream: bool | None = None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
-    progress: Callable[[int, int | None], None] | None = None,
-    engine: str = "local",
-    bootstrap: int = 0,
-    bootstrap_refit: bool = False,
-    confidence: float = 0.95,
-    sweep: str | None = None,
-    **option_values,
+    read: ReadSettings | None = None,
+    run: RunSettings | None = None,
+    figures: FigureSettings | None = None,
+    progress: Callable | None = None,
+    **settings_values,
 ) -> EvaluationResult:
-    """Evaluate one or several dumps; the Python API behind ``selcal evaluate``.
+    """Evaluate one or several dumps; the Python API behind ``selcal evaluate`` (which parses its
+    flags into these records, calls this function and renders what it returns).
 
     Parameters
     ----------
     paths : path or list of paths to TEST dumps (Parquet, .npz, a folder or glob of
         Parquet parts), one model each.
     val : path or list of paths, one validation dump per TEST file (optional).
-    options : :class:`Options`; or give its fields as keyword arguments.
-    pixels_per_image : pixels drawn per image of a segmentation folder (default 5000; 0: every
-        labelled pixel); the draw is seeded by ``options.seed``.
-    input_kind : ``--input``: ``logits``, ``probs`` or ``logprobs`` (default: probabilities are
-        detected, :mod:`selcal.io.probs`).
-    lm_norm : ``--lm-norm``: lm-evaluation-harness logs' length normalisation, ``none``,
-        ``chars`` (lm-eval's ``acc_norm``) or ``bytes`` (``acc_bytes``).
-    ood_label : ``--ood-label``: rows with this label belong to no class; they are errors,
-        counted in every selective and top-label calibration metric, with their own group.
-    stream : read the TEST file by row batches instead of whole. By default a file is
-        streamed when its logits take more than ``memory_budget`` bytes. Either way
-        the numbers are the same, bit for bit.
-    engine : ``local`` (this process) or ``ray`` (one Ray task per model; needs the
-        ``ray`` extra). The numbers are the same, bit for bit.
-    bootstrap, bootstrap_refit, confidence : ``--bootstrap B``, ``--bootstrap-refit`` and
-        ``--confidence``: percentile intervals from B resamples (0: none), as the CLI adds them.
-    **option_values : the fields of :class:`Options` (``scores="msp,temp"``, ``bins=20``,
-        ``p_grid="1-10"``, ``seed=1``, ...), checked as the CLI checks its flags.
-    sweep : the name of a hyperparameter that differs between the models (``--sweep``): each
-        model's value, from the Parquet metadata key of that name or else from the file
-        name (:func:`selcal.metrics.diagnostics.sweep_value`), goes into ``extra["sweep"]``.
+    options : :class:`~selcal.options.Options`, everything that changes a number.
+    read : :class:`~selcal.options.ReadSettings`, how the files are read: ``label_col``,
+        ``logits_col``, ``ignore_label``, ``group_col``, ``pixels_per_image`` (pixels drawn per
+        image of a segmentation folder, seeded by ``options.seed``), ``input_kind`` (``logits``,
+        ``probs`` or ``logprobs``; default: probabilities are detected), ``lm_norm``
+        (lm-evaluation-harness logs: ``none``, ``chars`` or ``bytes``), ``ood_label`` (rows that
+        belong to no class: errors, with their own group), ``stream`` and ``memory_budget`` (read a
+        TEST file by row batches; by default when its logits take more than ``memory_budget``
+        bytes; the numbers are the same, bit for bit).
+    run : :class:`~selcal.options.RunSettings`: ``engine`` (``local``, or ``ray``: one Ray task
+        per model; the same numbers), ``bootstrap``, ``bootstrap_refit``, ``confidence``
+        (percentile intervals from B resamples, 0: none), ``sweep`` (a hyperparameter that differs
+        between the models: each model's value, from the Parquet metadata key of that name or else
+        from the file name, goes into ``extra["sweep"]``) and ``sort_by`` (the leaderboard's column,
+        checked here before the work).
+    figures : :class:`~selcal.options.FigureSettings` when figures or the report will be drawn
+        from the result: checked against the number of TEST files, and the data of the figures
+        drawn from the sorted-logit profile are kept.
+    progress : ``progress(what, done, total)``, called as the work advances: ``"rows"`` of a single
+        model's evaluation pass (``total`` may be None), ``"models"`` done (first with 0),
+        ``"resamples"`` of the bootstrap. (A function of ``(done, total)`` receives the rows only.)
+    **settings_values : fields of any of the three records (``scores="msp,temp"``, ``bins=20``,
+        ``label_col="y"``, ``bootstrap=1000``, ``engine="ray"``, ...), checked as the CLI checks its
+        flags.
 
     Raises
     ------
     SelcalError
-        The error of the first model that fails (a file that cannot be read, an option out of range).
+        A bad option or setting, before any work.
+    ModelsFailed
+        When some models could not be evaluated (every other one was): one message per failed
+        model, naming its file.
 
     Examples
     --------
@@ -96,27 +92,62 @@ def evaluate(
     >>> round(result.models[0].scores["msp"]["aurc"], 6)
     0.009505
     """
-    options = resolve_options(options, option_values, "evaluate")
-    if bootstrap:
+    from .report.leaderboard import sort_column
+
+    options, read, run = settings("evaluate", options, read, run, **settings_values)
+    paths, vals = _paths(paths), None if val is None else _paths(val)
+    report = _hook(progress)
+    if run.bootstrap:
         from .bootstrap import check_arguments
 
-        check_arguments(bootstrap, confidence)
-    swept = None if sweep is None else sweep_values(paths, sweep)  # refused before any work
-    jobs = model_jobs(paths, val, options=options, label_col=label_col, logits_col=logits_col,
-                      ignore_label=ignore_label, group_col=group_col, stream=stream, memory_budget=memory_budget,
-                      pixels_per_image=pixels_per_image, reader_settings={"input_kind": input_kind, "lm_norm": lm_norm,
-                                                                         "ood_label": ood_label})
-    result, failures = run_jobs(jobs, engine=engine, progress=progress)
-    if failures:
-        raise SelcalError(failures[0].message)
-    if sweep is not None and swept is not None:
-        add_sweep(result, sweep, swept)
-    if bootstrap:
-        result = with_intervals(result, resamples=bootstrap, confidence=confidence, refit=bootstrap_refit,
-                                paths=paths, val=val, label_col=label_col, logits_col=logits_col,
-                                ignore_label=ignore_label, pixels_per_image=pixels_per_image,
-                                input_kind=input_kind, lm_norm=lm_norm, ood_label=ood_label)
+        check_arguments(run.bootstrap, run.confidence)  # before the work, not after it
+    sort_column(run.sort_by, run.sweep)  # a column the leaderboard does not have: refused before the work
+    if figures is not None:
+        figures.check_models(len(paths))
+        if figures.logit_profile and not options.logit_profile:
+            options = replace(options, logit_profile=True)
+    swept = None if run.sweep is None else sweep_values(paths, run.sweep)
+    jobs = model_jobs(paths, vals, options=options, label_col=read.label_col, logits_col=read.logits_col,
+                      ignore_label=read.ignore_label, group_col=read.group_col, stream=read.stream,
+                      memory_budget=read.memory_budget, pixels_per_image=read.pixels_per_image,
+                      reader_settings={"input_kind": read.input_kind, "lm_norm": read.lm_norm,
+                                       "ood_label": read.ood_label})
+    result, failures = run_jobs(jobs, engine=run.engine, progress=_part(report, "rows"),
+                                models_progress=_part(report, "models"))
+    if failures:  # every model was evaluated; each one that failed is named
+        raise ModelsFailed([failure.message for failure in failures])
+    if swept is not None and run.sweep is not None:
+        add_sweep(result, run.sweep, swept)
+    if run.bootstrap:
+        result = with_intervals(result, resamples=run.bootstrap, confidence=run.confidence, refit=run.bootstrap_refit,
+                                paths=paths, val=vals, progress=_part(report, "resamples"),
+                                label_col=read.label_col, logits_col=read.logits_col, ignore_label=read.ignore_label,
+                                pixels_per_image=read.pixels_per_image, input_kind=read.input_kind,
+                                lm_norm=read.lm_norm, ood_label=read.ood_label)
     return result
+
+
+def _paths(paths) -> list[str]:
+    """One path or several, as a list of strings."""
+    return [str(paths)] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else [str(p) for p in paths]
+
+
+def _hook(progress) -> Callable[[str, int, int | None], None] | None:
+    """``progress(what, done, total)``; a function of ``(done, total)`` is given the rows only."""
+    if progress is None:
+        return None
+    try:
+        inspect.signature(progress).bind("rows", 0, 0)
+    except TypeError:
+        return lambda what, done, total: progress(done, total) if what == "rows" else None
+    except ValueError:  # (a builtin without a signature)
+        pass
+    return progress
+
+
+def _part(report, what: str) -> Callable[[int, int | None], None] | None:
+    """``(done, total)`` of one part of the work, for ``report(what, done, total)``."""
+    return None if report is None else lambda done, total: report(what, done, total)
 
 
 def resolve_options(options: Options | None, option_values: dict, caller: str) -> Options:
@@ -140,11 +171,7 @@ def with_intervals(result: EvaluationResult, *, resamples: int, confidence: floa
 
     if refit and refit_data is None:
 
-        paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
-        vals = None if val is None else ([val] if isinstance(val, (str, bytes)) or hasattr(val, "__fspath__")
-                                         else list(val))
-        refit_data = refit_data_of([str(p) for p in paths], None if vals is None else [str(v) for v in vals],
-                                     result.options, **read)
+        refit_data = refit_data_of(_paths(paths), None if val is None else _paths(val), result.options, **read)
     return add_intervals(result, resamples=resamples, seed=result.options.seed, confidence=confidence,
                          refit=refit_data if refit else None, progress=progress)
 
@@ -162,9 +189,9 @@ def evaluate_arrays(
     ids=None,
     input_kind: str | None = None,
     ood_label: int | None = None,
-    bootstrap: int = 0,
-    bootstrap_refit: bool = False,
-    confidence: float = 0.95,
+    bootstrap: int = RunSettings.bootstrap,
+    bootstrap_refit: bool = RunSettings.bootstrap_refit,
+    confidence: float = RunSettings.confidence,
     progress: Callable[[int, int | None], None] | None = None,
     path: str = "",
     split: str | None = None,
@@ -258,8 +285,7 @@ def evaluate_arrays(
 def sweep_values(paths, name: str) -> list[float]:
     """Each TEST file's value of the swept hyperparameter ``name`` (``--sweep NAME``): its
     Parquet metadata key ``name``, else its file name (:func:`selcal.metrics.diagnostics.sweep_value`)."""
-    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
-    return [diagnostics.sweep_value(str(path), name, parquet_schema_metadata(path)) for path in paths]
+    return [diagnostics.sweep_value(path, name, parquet_schema_metadata(path)) for path in _paths(paths)]
 
 
 def add_sweep(result: EvaluationResult, name: str, values: Sequence[float]) -> None:

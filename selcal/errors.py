@@ -26,3 +26,12 @@ class OptionError(SelcalError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ModelsFailed(SelcalError):
+    """Some models could not be evaluated; every other one was. ``messages``: one per failed model,
+    naming its file (the message is those lines)."""
+
+    def __init__(self, messages):
+        self.messages = list(messages)
+        super().__init__("\n".join(self.messages))

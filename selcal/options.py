@@ -1,34 +1,93 @@
-"""Options: everything that changes a number, each default typed once.
+"""Options and settings: everything a user sets, each default and each list of choices typed once.
 
-:class:`Options` is shared by the Python API (``selcal.evaluate(..., bins=20)``) and the
-command line, whose flags are built from its defaults (:mod:`selcal.cli`); values are
-checked here, once, and the messages name the Python argument (the CLI renames them to
-its flags).
+:class:`Options` holds what changes a number; beside it, :class:`ReadSettings` (how the inputs are
+read), :class:`RunSettings` (where the models run, the bootstrap, the sweep, the leaderboard's
+order) and :class:`FigureSettings` (the figures and the report). They are shared by the Python API
+(``selcal.evaluate(..., bins=20, engine="ray")``) and the command line, whose flags, metavars,
+help and completion are built from the defaults and :data:`CHOICES` here (:mod:`selcal.cli`);
+values are checked here, once, and the messages name the Python argument (the CLI renames them
+to its flags). A choice list's first value is the default.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .metrics import calibration, selective
-from .scores import calibrators
 from .errors import OptionError, SelcalError
-from .scores import REGISTRY, fitted, score_names
-from .scores.registry import choices as score_choices
+from .metrics.calibration import AECE_ESTIMATORS, DEFAULT_BINS
+from .metrics.selective import AURC_ESTIMATORS
+from .pipeline.engines import ENGINES
+from .scores.calibrators import DEFAULT_ODIR_LAMBDA, DEFAULT_ODIR_MU
 from .scores.fits import PNORM_OBJECTIVES, TEMPERATURE_OBJECTIVES
+from .scores.registry import REGISTRY, fitted, score_names
+from .scores.registry import choices as score_choices
 
-__all__ = ["Options", "DEFAULTS", "DEFAULT_SCORES", "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID",
-           "split_items", "parse_floats", "parse_p_grid", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P",
-           "MIN_NULL_DRAWS", "MAX_NULL_DRAWS", "check_calibration_test"]
+__all__ = ["Options", "DEFAULTS", "ReadSettings", "RunSettings", "FigureSettings", "CHOICES", "COMMAND_CHOICES",
+           "DEFAULT_SCORES",
+           "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID", "split_items", "parse_floats", "parse_p_grid",
+           "parse_figures", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P"]
 
 DEFAULT_SCORES = ("msp", "max_logit", "pnorm", "temp")  # --scores; every name: selcal.scores.REGISTRY
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
 DEFAULT_ERRORS_TOP = 20  # rows of the most-confident-errors table, per score and model
+# The defaults of the settings beside Options and of the other commands.
+DEFAULT_CONFIDENCE = 0.95  # level of the bootstrap intervals (evaluate --bootstrap, compare)
+DEFAULT_RESAMPLES = 1000  # bootstrap resamples: compare's paired bootstrap, the library's intervals
+DEFAULT_BATCH_SIZE = 64  # dump: images per forward pass
+DEFAULT_DEVICE = "auto"  # dump: cuda when available, else cpu
+DEFAULT_SEED = 0  # every seeded draw: the hold-out, the bootstrap, the pixels of a segmentation folder
+# Bytes of logits above which a TEST file is streamed (read by row batches, never whole): the same
+# numbers, read and reduced concurrently, in a third less memory for an ImageNet-size file.
+DEFAULT_MEMORY_BUDGET = 1 << 26
+DEFAULT_PIXELS_PER_IMAGE = 5000  # labelled pixels drawn per image of a segmentation folder
+DEFAULT_SEGMENTATION_IGNORE = 255  # the void label of a segmentation folder (never drawn)
+DEFAULT_AT_COVERAGE = 0.1  # the coverage of the errors-by-group figure
+DEFAULT_RANK_MAPS = 3  # uncertainty-rank maps of a segmentation folder's most confident errors
+DEFAULT_SORT = "aurc_best_score"  # the leaderboard's order without --sweep (--sort-by)
+DEFAULT_RISK = 0.05  # threshold: the target selective risk
+DEFAULT_DELTA = 0.1  # threshold: the guarantee holds with probability at least 1 - delta
+
+# Every fixed set of values an option takes, the default first: the checks, the CLI's metavars, help
+# and shell completion, and the docs read these. (The estimators and objectives are defined where
+# they are computed; the engines are the keys of their registry.)
+INPUT_KINDS = ("logits", "probs", "logprobs")  # --input: what the logit columns hold
+LM_NORMS = ("none", "chars", "bytes")  # --lm-norm: lm-evaluation-harness logs' length normalisation
+PLOT_FORMATS = ("png", "svg", "pdf")  # --plot-format
+THRESHOLD_METHODS = ("sgr", "ltt")  # threshold --method
+THRESHOLD_DTYPES = ("float64", "float32")  # threshold --dtype: the precision the confidences are computed at
+DUMP_DTYPES = ("float32", "float16")  # dump --dtype: the logits' type in the file
+# The names --figures takes, each with the kinds of figure it selects (a family's overlay across
+# models comes with it).
+FIGURE_FAMILIES = {
+    "rc": ("rc", "overlay_rc"),
+    "reliability": ("reliability",),
+    "smooth": ("smooth",),
+    "vmax_msp": ("vmax_msp", "overlay_vmax_msp"),
+    "pnorm_search": ("pnorm_search",),
+    "errors_by_group": ("errors_by_group",),
+    "logit_profile": ("logit_profile", "overlay_logit_profile"),
+    "pnorm_vmax": ("pnorm_vmax",),
+    "sweep": ("sweep",),
+}
+CHOICES = {  # by the name of the parameter (of Options, a settings record or a command; COMMAND_CHOICES first)
+    "aurc_estimator": AURC_ESTIMATORS,
+    "aece_estimator": AECE_ESTIMATORS,
+    "pnorm_objective": PNORM_OBJECTIVES,
+    "temp_objective": TEMPERATURE_OBJECTIVES,
+    "input_kind": INPUT_KINDS,
+    "lm_norm": LM_NORMS,
+    "engine": tuple(ENGINES),
+    "plot_format": PLOT_FORMATS,
+}
+COMMAND_CHOICES = {"threshold": {"method": THRESHOLD_METHODS, "dtype": THRESHOLD_DTYPES}, "dump": {"dtype": DUMP_DTYPES}}
+
 
 
 # Limits of the options that set the size of the work (CONVENTIONS.md, "Numerical safeguards
@@ -36,8 +95,6 @@ DEFAULT_ERRORS_TOP = 20  # rows of the most-confident-errors table, per score an
 MAX_BINS = 100_000  # per-bin arrays: a few MB per metric; class-wise bins are sparse (calibration.py)
 MAX_P_GRID_VALUES = 1000  # one pass over the validation logits per 16 values of p
 MAX_P = 1_000_000  # beyond it the score no longer changes: max x / max |x| to float64 precision
-MIN_NULL_DRAWS = 20  # --calibration-test: the smallest p-value is 1/(M + 1), below 0.05 from M = 20 on
-MAX_NULL_DRAWS = 100_000  # each draw costs about one evaluation of every tested metric
 
 
 def split_items(text: str, option: str = "value") -> list[str]:
@@ -111,17 +168,6 @@ def _check_p_grid(values: tuple, option: str) -> tuple:
     return values
 
 
-def check_calibration_test(value, option: str = "calibration_test") -> int:
-    """``--calibration-test M``: 0 (off) or a whole number of draws from MIN_NULL_DRAWS to MAX_NULL_DRAWS."""
-    if isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) and value == 0:
-        return 0
-    if isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) \
-            and 0 < value < MIN_NULL_DRAWS:
-        raise OptionError(option, f"{{option}} takes 0 (off) or at least {MIN_NULL_DRAWS} draws (the smallest "
-                                  f"p-value is 1/(M + 1)), e.g. 1000; got {value!r}")
-    return _whole(value, option, MIN_NULL_DRAWS, MAX_NULL_DRAWS)
-
-
 def _whole(value, option: str, at_least: int, limit: int | None = None) -> int:
     """An integer option: ``value`` must be a whole number in [at_least, limit]."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)) \
@@ -148,28 +194,27 @@ class Options:
     most-confident-errors table per score; ``logit_profile``: also keep the data of the
     sorted-logit profile and p-norm-given-v_max figures (the 20 largest logits of up to
     100,000 evaluation rows, and the p-norm score at the chosen p even when it falls back
-    to MSP). ``calibration_test``: draws of the calibration test (``--calibration-test M``; 0: none).
+    to MSP).
     """
 
     scores: tuple[str, ...] = DEFAULT_SCORES
-    bins: int = calibration.DEFAULT_BINS
+    bins: int = DEFAULT_BINS
     risks: tuple[float, ...] = DEFAULT_RISKS
     coverages: tuple[float, ...] = DEFAULT_COVERAGES
-    aurc_estimator: str = "mean"
-    aece_estimator: str = "equal-mass"
+    aurc_estimator: str = CHOICES["aurc_estimator"][0]
+    aece_estimator: str = CHOICES["aece_estimator"][0]
     val_fraction: float = 0.2
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     center: bool = True
     p_grid: tuple[int, ...] = DEFAULT_P_GRID
-    pnorm_objective: str = "aurc"
-    temp_objective: str = "nll"
+    pnorm_objective: str = CHOICES["pnorm_objective"][0]
+    temp_objective: str = CHOICES["temp_objective"][0]
     score_cols: tuple[str, ...] = ()
     uncertainty_cols: tuple[str, ...] = ()
     errors_top: int = DEFAULT_ERRORS_TOP
     logit_profile: bool = False
-    odir_lambda: float = calibrators.DEFAULT_ODIR_LAMBDA
-    odir_mu: float = calibrators.DEFAULT_ODIR_MU
-    calibration_test: int = 0
+    odir_lambda: float = DEFAULT_ODIR_LAMBDA
+    odir_mu: float = DEFAULT_ODIR_MU
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -201,10 +246,10 @@ class Options:
             raise OptionError("risks", "{option} must be fractions between 0 and 1, e.g. 0.01,0.05")
         if any(not 0 < c <= 1 for c in self.coverages):
             raise OptionError("coverages", "{option} must be fractions in (0, 1], e.g. 0.5,0.8")
-        if self.aurc_estimator not in selective.AURC_ESTIMATORS:
-            raise OptionError("aurc_estimator", f"{{option}} must be one of {', '.join(selective.AURC_ESTIMATORS)}")
-        if self.aece_estimator not in calibration.AECE_ESTIMATORS:
-            raise OptionError("aece_estimator", f"{{option}} must be one of {', '.join(calibration.AECE_ESTIMATORS)}")
+        if self.aurc_estimator not in AURC_ESTIMATORS:
+            raise OptionError("aurc_estimator", f"{{option}} must be one of {', '.join(AURC_ESTIMATORS)}")
+        if self.aece_estimator not in AECE_ESTIMATORS:
+            raise OptionError("aece_estimator", f"{{option}} must be one of {', '.join(AECE_ESTIMATORS)}")
         try:
             fraction = float(self.val_fraction)
         except (TypeError, ValueError):
@@ -230,7 +275,6 @@ class Options:
             if not (math.isfinite(value) and value >= 0):
                 raise OptionError(field_name, "{option} must be a number >= 0, got " + repr(getattr(self, field_name)))
             set_(field_name, value)
-        set_("calibration_test", check_calibration_test(self.calibration_test))
         if self.chunk_rows is not None:
             set_("chunk_rows", _whole(self.chunk_rows, "chunk_rows", 1))
         if self.workers is not None:
@@ -248,6 +292,155 @@ class Options:
 
 DEFAULTS = Options()
 """The default options: the CLI's flags show these values."""
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """How the inputs are read: which columns hold the labels, the logits and the groups, which rows
+    are dropped or out of distribution, what the logit columns hold, whether a file is streamed. No
+    metric is computed otherwise for them (that is :class:`Options`'); each reader checks the values it
+    reads. ``pixels_per_image``: None for the default (:data:`DEFAULT_PIXELS_PER_IMAGE`); ``stream``:
+    None to stream a file whose logits take more than ``memory_budget`` bytes.
+    """
+
+    label_col: str | None = None
+    logits_col: str | None = None
+    ignore_label: int | None = None
+    group_col: str | None = None
+    pixels_per_image: int | None = None
+    input_kind: str | None = None
+    lm_norm: str | None = None
+    ood_label: int | None = None
+    stream: bool | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run goes beside what it computes: where the models are evaluated (``engine``), the
+    bootstrap intervals (``bootstrap`` resamples, 0 for none; ``bootstrap_refit``; ``confidence``),
+    the swept hyperparameter (``sweep``) and the leaderboard's order (``sort_by``, a column; None for
+    the default: the swept value, else :data:`DEFAULT_SORT`).
+    """
+
+    engine: str = CHOICES["engine"][0]
+    bootstrap: int = 0
+    bootstrap_refit: bool = False
+    confidence: float = DEFAULT_CONFIDENCE
+    sweep: str | None = None
+    sort_by: str | None = None
+
+    def __post_init__(self):
+        if self.engine not in CHOICES["engine"]:
+            raise OptionError("engine", f"{{option}} must be {_either(CHOICES['engine'])}; got {self.engine!r}")
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """The figures (``plots``: a folder), the HTML report (``report``: a file) and the figures logged to
+    MLflow (``mlflow``); None and False: not drawn.
+
+    ``plot_format``: one of :data:`PLOT_FORMATS`; ``figures``: the families to draw (names of
+    :data:`FIGURE_FAMILIES`, comma-separated or a list; None or ``all``: every one); ``ls_alpha``: the
+    models' label-smoothing alpha, one value or one per TEST file, in [0, 1); ``at_coverage``: the
+    coverage of the errors-by-group figure, in (0, 1]; ``rank_maps``: uncertainty-rank maps of the
+    segmentation images with the most confident errors (``rank_maps_of``: of these images instead).
+    Checked here, before any work; after the checks ``figures`` is a frozenset (or None),
+    ``ls_alpha`` and ``rank_maps_of`` tuples (or None).
+    """
+
+    plots: str | os.PathLike | None = None
+    report: str | os.PathLike | None = None
+    plot_format: str = PLOT_FORMATS[0]
+    figures: str | Sequence[str] | frozenset[str] | None = None
+    ls_alpha: str | float | Sequence[float] | None = None
+    at_coverage: float = DEFAULT_AT_COVERAGE
+    rank_maps: int = DEFAULT_RANK_MAPS
+    rank_maps_of: str | Sequence[str] | None = None
+    mlflow: bool = False
+
+    def __post_init__(self):
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        if self.plot_format not in PLOT_FORMATS:
+            raise OptionError("plot_format", f"{{option}} must be {_either(PLOT_FORMATS)}; got {self.plot_format!r}")
+        if not 0 < self.at_coverage <= 1:
+            raise OptionError("at_coverage", "{option} must be a fraction in (0, 1], e.g. 0.1; got "
+                              + f"{self.at_coverage:g}")
+        if self.ls_alpha is not None:
+            alphas = parse_floats(self.ls_alpha, "ls_alpha")
+            if any(not 0 <= a < 1 for a in alphas):
+                raise OptionError("ls_alpha", "{option} must be in [0, 1), e.g. 0.1; got " + repr(self.ls_alpha))
+            set_("ls_alpha", alphas)
+        set_("figures", parse_figures(self.figures))
+        if self.rank_maps < 0:
+            raise OptionError("rank_maps", f"{{option}} takes a number of images, 0 or more; got {self.rank_maps}")
+        if isinstance(self.rank_maps_of, str):
+            set_("rank_maps_of", tuple(split_items(self.rank_maps_of, "rank_maps_of")))
+
+    @property
+    def drawn(self) -> bool:
+        """Whether a figure or the report is asked for."""
+        return self.plots is not None or self.report is not None or self.mlflow
+
+    @property
+    def logit_profile(self) -> bool:
+        """Whether a figure drawn from the sorted-logit profile is asked for (its data are kept in the
+        evaluation's pass only then: :attr:`Options.logit_profile`)."""
+        figures = self.figures
+        return self.drawn and (figures is None or bool(set(figures) & {"logit_profile", "pnorm_vmax"}))
+
+    def check_models(self, count: int) -> None:
+        """Refuse ``ls_alpha`` unless it gives one value, or one per TEST file (``count``)."""
+        alphas = self.ls_alpha
+        if isinstance(alphas, tuple) and len(alphas) not in (1, count):
+            raise OptionError("ls_alpha", f"{{option}} takes one value or one per TEST file ({count}); "
+                                          f"got {len(alphas)}")
+
+
+def parse_figures(text, option: str = "figures") -> frozenset[str] | None:
+    """The families of ``--figures`` (comma-separated, or a list; ``all``) as a set; None for all.
+
+    >>> sorted(parse_figures("rc, reliability"))
+    ['rc', 'reliability']
+    >>> parse_figures("all") is None
+    True
+    """
+    if text is None:
+        return None
+    if isinstance(text, frozenset):
+        return text
+    names = split_items(text, option) if isinstance(text, str) else [str(n).strip() for n in text]
+    if not all(names):
+        raise OptionError(option, "{option} needs at least one kind, and no empty one; got " + repr(list(text)))
+    if "all" in names:
+        return None
+    unknown = [n for n in names if n not in FIGURE_FAMILIES]
+    if unknown:
+        raise OptionError(option, f"{{option}}: no figure kind {unknown[0]!r}; choose from all, "
+                          + ", ".join(FIGURE_FAMILIES) + " (comma-separated), e.g. --figures rc,reliability")
+    return frozenset(names)
+
+
+def _either(choices) -> str:
+    """``png, svg or pdf``."""
+    return ", ".join(choices[:-1]) + " or " + choices[-1] if len(choices) > 1 else choices[0]
+
+
+SETTINGS = {"options": Options, "read": ReadSettings, "run": RunSettings}
+
+
+def settings(caller: str, options: Options | None = None, read: ReadSettings | None = None,
+             run: RunSettings | None = None, **values) -> tuple[Options, ReadSettings, RunSettings]:
+    """(Options, ReadSettings, RunSettings) from the records given, with ``values`` (keyword arguments
+    named as their fields) applied; an unknown keyword is a TypeError naming ``caller``, as Python's."""
+    names = {name: kind for kind, cls in SETTINGS.items() for name in (f.name for f in fields(cls))}
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}; the settings are "
+                        f"{', '.join(sorted(names))}")
+    given = {kind: {name: value for name, value in values.items() if names[name] == kind} for kind in SETTINGS}
+    return (replace(options or DEFAULTS, **given["options"]), replace(read or ReadSettings(), **given["read"]),
+            replace(run or RunSettings(), **given["run"]))
 
 
 def default(name: str):

@@ -14,10 +14,11 @@ from .intervals import canonical_order, draw_cluster_counts
 from .resample import (DEFAULT_CONFIDENCE, MODEL_LEVEL, Values, check_arguments, draw_resamples, in_order,
                        percentile_interval, threads)
 from .vectorised import Prepared
+from ..options import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 # --------------------------------------------------------------------------- paired
-def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples: int = 1000, seed: int = 0,
+def paired_differences(model_a: ModelResult, model_b: ModelResult, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                        confidence: float = DEFAULT_CONFIDENCE, options=None,
                        progress: Callable[[int, int], None] | None = None) -> dict[str, dict[str, dict]]:
     """B - A for every metric both models have, with a paired percentile interval.

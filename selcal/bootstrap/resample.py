@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OptionError
+from ..options import DEFAULT_CONFIDENCE  # noqa: F401  (re-exported by selcal.bootstrap)
 from ..metrics import catalog
 from .data import RowData
 from .vectorised import Prepared
 
 
-DEFAULT_CONFIDENCE = 0.95
 _BLOCK_ELEMENTS = 1 << 18  # resamples x rows (or bins) per block: a few arrays of 8 MB each
 # The most resamples --bootstrap takes. Each resample keeps one float64 per metric (about 60
 # with the four default scores: 480 bytes), filled in place block by block, so the memory of

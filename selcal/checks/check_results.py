@@ -11,6 +11,7 @@ from ..metrics.catalog import better
 from .load import CHECK_RULE, Metric, metrics_of
 from .specs import Spec, most_specific, require_matches
 from .verdict import Report, Row, worsening
+from ..options import DEFAULT_CONFIDENCE
 
 
 # ----------------------------------------------------------------------------- check
@@ -55,7 +56,7 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     if baseline is None and not maxima and not minima:
         raise SelcalError("nothing to check: give --baseline BASELINE.json and/or --max/--min bounds")
     models = {m["name"]: m for m in current["models"]}
-    current_metrics = [m for model in current["models"] for m in metrics_of(model, groups=True).values()]
+    current_metrics = [m for model in current["models"] for m in metrics_of(model).values()]
     require_matches([s for s, _ in maxima], current_metrics, "--max", current_path)
     require_matches([s for s, _ in minima], current_metrics, "--min", current_path)
     require_matches(only, current_metrics, "--metric", current_path)
@@ -88,11 +89,10 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
             notes.append(f"the intervals have different levels ({100 * levels[current_path]:g}% current, "
                          f"{100 * levels[baseline_path]:g}% baseline)")
         confidence = levels[current_path] or levels[baseline_path]
-        groups = any(spec.group is not None for spec in only)  # a group's metrics: judged when --metric names them
         for base_model, model in pairs:
-            ours = metrics_of(model, groups=groups)
+            ours = metrics_of(model)
             primary = primary_metrics(base_model)
-            for name, base in metrics_of(base_model, groups=groups).items():
+            for name, base in metrics_of(base_model).items():
                 if name not in ours:
                     raise SelcalError(
                         f"{current_path}: model '{model['name']}' has no {name}, which {baseline_path} has; "
@@ -106,12 +106,12 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
                 p_value = None
                 if base.ci is not None and metric.ci is not None and None not in (base.value, metric.value):
                     p_value = gate.interval_pvalue(worsening(better(metric.metric), base.value, metric.value),
-                                                   metric.ci, base.ci, confidence or 0.95, tolerance or 0.0)
+                                                   metric.ci, base.ci, confidence or DEFAULT_CONFIDENCE, tolerance or 0.0)
                 rows.append(Row(model["name"], name, better(metric.metric), "baseline", base.value, metric.value,
                                 difference, ci_reference=base.ci, ci_value=metric.ci, tolerance=tolerance or 0.0,
                                 status=status, failed=failed, p_value=p_value))
-        apply_holm(rows, confidence or 0.95, "REGRESSION")
-        notes.append(family_note(rows, confidence or 0.95, only, all_metrics))
+        apply_holm(rows, confidence or DEFAULT_CONFIDENCE, "REGRESSION")
+        notes.append(family_note(rows, confidence or DEFAULT_CONFIDENCE, only, all_metrics))
         unmatched = [n for n in models if n not in {m["name"] for _, m in pairs}]
         if unmatched:
             notes.append(f"not in the baseline, only bounds checked: {', '.join(unmatched)}")

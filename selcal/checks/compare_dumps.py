@@ -15,6 +15,7 @@ from .check_results import apply_holm, family_note, primary_metrics
 from .load import COMPARE_RULE, Metric
 from .specs import Spec, most_specific, require_matches
 from .verdict import Report, Row, worsening
+from ..options import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 # --------------------------------------------------------------------------- compare
@@ -68,17 +69,17 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
         rows.append(Row(f"{model_a.name} -> {model_b.name}", metric.name, direction, "compare", entry["a"], entry["b"],
                         entry["difference"], ci_difference=ci, tolerance=tolerance, status=status,
                         p_value=p_value))
-    apply_holm(rows, confidence or 0.95, "WORSE")
+    apply_holm(rows, confidence or DEFAULT_CONFIDENCE, "WORSE")
     clusters = getattr(model_a, "clusters", None)
     unit = (f"the same {int(np.unique(clusters).size)} images ({model_a.n_eval} evaluation pixels, resampled by "
             f"whole image)" if clusters is not None else f"the same {model_a.n_eval} evaluation rows")
     notes = [f"paired bootstrap: {resamples} resamples of {unit}, seed {seed}",
-             family_note(rows, confidence or 0.95, only, all_metrics)]
+             family_note(rows, confidence or DEFAULT_CONFIDENCE, only, all_metrics)]
     if all_metrics:
         notes.append("class-wise ECE has no interval (not a mean over rows) and is not compared")
     tested = sum(1 for row in rows if row.p_value is not None)
-    if resamples and tested and 1 / (resamples + 1) > gate.alpha_of(confidence or 0.95) / tested:
-        needed = math.ceil(tested / gate.alpha_of(confidence or 0.95)) - 1
+    if resamples and tested and 1 / (resamples + 1) > gate.alpha_of(confidence or DEFAULT_CONFIDENCE) / tested:
+        needed = math.ceil(tested / gate.alpha_of(confidence or DEFAULT_CONFIDENCE)) - 1
         notes.append(f"with {resamples} resamples the smallest p-value is 1/{resamples + 1}: too coarse for Holm "
                      f"over {tested} metrics, so none can fail; give --bootstrap {needed} or more")
     warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
@@ -146,8 +147,8 @@ def _evaluation_pair(a, b, val_a, val_b, options, allow_other_data: bool = False
 
 
 def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, label_col: str | None = None,
-                  logits_col: str | None = None, ignore_label: int | None = None, resamples: int = 1000,
-                  seed: int = 0, confidence: float = 0.95, tolerances: Sequence[tuple[Spec, float]] = (),
+                  logits_col: str | None = None, ignore_label: int | None = None, resamples: int = DEFAULT_RESAMPLES,
+                  seed: int = DEFAULT_SEED, confidence: float = DEFAULT_CONFIDENCE, tolerances: Sequence[tuple[Spec, float]] = (),
                   only: Sequence[Spec] = (), progress=None, pixels_per_image: int | None = None,
                   input_kind: str | None = None, ood_label: int | None = None,
                   all_metrics: bool = False, allow_other_data: bool = False) -> Report:

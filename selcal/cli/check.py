@@ -9,6 +9,7 @@ from typing import Any, List, Optional
 import typer
 
 from ..errors import SelcalError
+from ..options import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from .common import check_outputs, fail, fail_on, note_ignored, show_warnings, write_error
 from .groups import BOUND_HELP, FORMATS, build_options, shared, verdict, with_numbers
 from .progress import count_bar
@@ -59,8 +60,8 @@ def compare(
     file_a: Path = typer.Argument(..., metavar="A", help=f"Dump of the reference model: {FORMATS}.", show_default=False),
     file_b: Path = typer.Argument(..., metavar="B", help="Dump of the model to judge, on the same rows.", show_default=False),
     val: Optional[List[Path]] = typer.Option(None, "--val", help="Validation dumps: give it twice, A's then B's."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
-    confidence: float = typer.Option(0.95, "--confidence", help="Level of the intervals."),
+    bootstrap: int = typer.Option(DEFAULT_RESAMPLES, "--bootstrap", metavar="B", help="Paired bootstrap resamples."),
+    confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--confidence", help="Level of the intervals."),
     seed: int = shared("seed"),
     tolerance: Optional[List[str]] = verdict("tolerance"),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics (repeatable; default: accuracy, and AURC and ECE of the first score)."),

@@ -9,6 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import SelcalError
+from ..options import (CHOICES, DEFAULT_BATCH_SIZE, DEFAULT_DEVICE, DEFAULT_PIXELS_PER_IMAGE,
+                       DEFAULT_SEGMENTATION_IGNORE, DEFAULTS, DUMP_DTYPES)
 from .common import check_writable, fail, say, write_error
 from .groups import FORMATS, shared
 from .progress import count_bar, images_bar
@@ -17,10 +19,11 @@ from .progress import count_bar, images_bar
 def pixels(
     folder: Path = typer.Argument(..., metavar="SEGDIR", help="Folder of per-image .npz files (logits K x h x w, label H x W).", show_default=False),
     out: Path = typer.Option(..., "--out", metavar="OUT.parquet", help="The pixel dump to write.", show_default=False),
-    pixels_per_image: int = typer.Option(5000, "--pixels-per-image", metavar="P", help="Labelled pixels drawn per image; 0 = every labelled pixel."),
-    seed: int = typer.Option(0, help="Seed of the pixel draw (use the same --seed with evaluate)."),
-    ignore_label: Optional[int] = typer.Option(None, help="Void label, never drawn (default 255)."),
-    label_col: str = typer.Option("label", help="Name of the label array in each .npz."),
+    pixels_per_image: int = typer.Option(DEFAULT_PIXELS_PER_IMAGE, "--pixels-per-image", metavar="P", help="Labelled pixels drawn per image; 0 = every labelled pixel."),
+    seed: int = typer.Option(DEFAULTS.seed, help="Seed of the pixel draw (use the same --seed with evaluate)."),
+    ignore_label: Optional[int] = typer.Option(None, help=f"Void label, never drawn (default {DEFAULT_SEGMENTATION_IGNORE})."),
+    label_col: Optional[str] = typer.Option(None, help="Name of the label array in each .npz (default: label, else "
+                                                       "labels)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ):
     """Draw pixels of a segmentation folder into an ordinary dump: logits, label, id (image/row/col), image."""
@@ -80,18 +83,18 @@ def dump(
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", metavar="DIR", help="Folder of the dumps of several models: DIR/MODEL.parquet, or DIR/MODEL/part-*.parquet with --shards.", show_default=False),
     models_file: Optional[Path] = typer.Option(None, "--models", metavar="FILE", help="More model names, one per line.", show_default=False),
     shards: int = typer.Option(1, "--shards", metavar="N", help="Split each model's images into N parts (one task each; with --out-dir)."),
-    engine: str = typer.Option("local", "--engine", help="local (this process, one part after another) or ray (one Ray task per part, on RAY_ADDRESS or a local Ray)."),
+    engine: str = typer.Option(CHOICES["engine"][0], "--engine", help="local (this process, one part after another) or ray (one Ray task per part, on RAY_ADDRESS or a local Ray)."),
     pretrained: bool = typer.Option(False, "--pretrained", help="Load timm's pretrained weights for MODEL (a download, unless cached)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", metavar="PATH", help="Load weights from a local checkpoint (.pth, .pt, .bin, .safetensors)."),
     class_map: Optional[Path] = typer.Option(None, "--class-map", metavar="FILE", help="Class folder name -> label index (JSON or text), e.g. imagenet_class_index.json."),
     labels: Optional[Path] = typer.Option(None, "--labels", metavar="CSV", help="Labels of a flat folder: CSV with the columns path,label."),
     num_classes: Optional[int] = typer.Option(None, "--num-classes", metavar="K", help="Create the model with K outputs (a checkpoint trained on other classes)."),
-    dtype: str = typer.Option("float32", "--dtype", help="Logits dtype in the file: float32 or float16 (half the size)."),
-    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Fraction of the images whose split is 'val' (by a seeded hash of the id)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the split and of the --limit sample."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Images per forward pass."),
+    dtype: str = typer.Option(DUMP_DTYPES[0], "--dtype", help="Logits dtype in the file (float16: half the size)."),
+    val_fraction: float = typer.Option(DEFAULTS.val_fraction, "--val-fraction", help="Fraction of the images whose split is 'val' (by a seeded hash of the id)."),
+    seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Seed of the split and of the --limit sample."),
+    batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", help="Images per forward pass."),
     workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(4, CPUs); 0 loads in the main process).", show_default=False),
-    device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N, or auto (cuda when available)."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", help="cpu, cuda, cuda:N, or auto (cuda when available)."),
     limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only a seeded sample of N images, for a quick look."),
     errors: Optional[Path] = typer.Option(None, "--errors", metavar="FILE", help="List the unreadable images there: path<TAB>reason per line."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT even if it is a complete dump, or one made with other settings."),

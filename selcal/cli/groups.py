@@ -16,7 +16,8 @@ from pathlib import Path
 import typer
 
 from ..errors import OptionError
-from ..options import DEFAULTS
+from ..options import (CHOICES, COMMAND_CHOICES, DEFAULT_PIXELS_PER_IMAGE, DEFAULTS, FigureSettings, ReadSettings,
+                       RunSettings)
 from .common import flag_error, say
 
 
@@ -49,6 +50,7 @@ def load_plugins() -> None:
     load_entry_points()
     for problem in PROBLEMS:  # every other score and command works
         say(f"selcal: warning: {problem}")
+READ, RUN, FIGURES = ReadSettings(), RunSettings(), FigureSettings()  # the defaults of the settings' flags
 NO_WARNINGS_HELP = "Do not print the warnings about the data on stderr (they stay in the JSON)."
 FORMATS = ("Parquet (a file, or a folder or glob of parts), CSV, TSV, JSON Lines, .npz, .npy, .pt/.pth, a folder of "
            "segmentation .npz, fd-shifts raw_logits.npz / raw_output.npz, or lm-evaluation-harness "
@@ -93,8 +95,8 @@ SHARED = {
                                          "targets, y)."),
     "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
     "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
-    "input_kind": dict(default=None, flags=("--input",), metavar="KIND", help=INPUT_HELP),
-    "lm_norm": dict(default=None, flags=("--lm-norm",), metavar="NORM",
+    "input_kind": dict(default=None, flags=("--input",), help=INPUT_HELP),
+    "lm_norm": dict(default=None, flags=("--lm-norm",),
                     help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars "
                          "(divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, "
                          "acc_bytes)."),
@@ -102,13 +104,8 @@ SHARED = {
                        help="lm-evaluation-harness logs whose questions have different numbers of choices (ARC: 3, 4 "
                             "and 5): read only the questions of K choices."),
     "pixels_per_image": dict(default=None, flags=("--pixels-per-image",), metavar="P",
-                             help="Segmentation folders: labelled pixels drawn per image (default 5000; 0 = all), "
-                                  "the same for every model."),
-    "calibration_test": dict(default=DEFAULTS.calibration_test, flags=("--calibration-test",), metavar="M",
-                             help="Test calibration: the null distribution of ECE, adaptive ECE and smooth ECE of a "
-                                  "perfectly calibrated model with these confidences, from M draws (e.g. 1000; "
-                                  "seeded by --seed): the floor, the 95th percentile and the p-value of each "
-                                  "score's value (keys ece_floor, ece_null_q95, ece_p, ...). 0: off."),
+                             help=f"Segmentation folders: labelled pixels drawn per image (default "
+                                  f"{DEFAULT_PIXELS_PER_IMAGE}; 0 = all), the same for every model."),
     "quiet": dict(default=False, flags=("--quiet", "-q"), help="No table on the terminal (warnings still go to stderr)."),
 }
 
@@ -157,26 +154,32 @@ def with_numbers(command):
     return command
 
 
-def build_options(ctx: typer.Context, **values):
-    """:class:`selcal.Options` from the command line: every parameter of the command that is a
-    field of Options (its flag was built from that field's default), plus ``values``.
+def build(ctx: typer.Context, record, **values):
+    """A record of :mod:`selcal.options` (Options, ReadSettings, RunSettings, FigureSettings) from the
+    command line: every parameter of the command named as one of its fields (its flag was built from
+    that field's default), plus ``values``.
 
-    Options checks and parses the values (the one validation of the Python API too); its
-    errors name Python arguments, renamed here to the flags.
+    The record checks and parses the values (the one validation of the Python API too); its errors
+    name Python arguments, renamed here to the flags.
     """
     from dataclasses import fields
 
-    from ..options import Options
-
-    given = {f.name: ctx.params[f.name] for f in fields(Options) if f.name in ctx.params}
+    given = {f.name: ctx.params[f.name] for f in fields(record) if f.name in ctx.params}
     given.update(values)
-    for name in ("score_cols", "uncertainty_cols"):
-        if name in given:
-            given[name] = tuple(given[name] or ())
     try:
-        return Options(**given)
+        return record(**given)
     except OptionError as exc:
         raise flag_error(exc) from None
+
+
+def build_options(ctx: typer.Context, **values):
+    """:class:`selcal.Options` from the command line (:func:`build`)."""
+    from ..options import Options
+
+    for name in ("score_cols", "uncertainty_cols"):  # (a repeatable flag given no time is None)
+        if name in ctx.params:
+            values.setdefault(name, tuple(ctx.params[name] or ()))
+    return build(ctx, Options, **values)
 
 
 def score_option_rules(chosen) -> list[tuple]:
@@ -207,11 +210,11 @@ PANELS = {
                         "checkpoint", "num_classes"),
     "Metrics": ("bins", "risks", "coverages", "aurc_estimator", "aece_estimator"),
     "Guarantee": ("risk", "delta", "method", "per_class", "delta_per_group"),
-    "Intervals": ("bootstrap", "bootstrap_refit", "confidence", "calibration_test"),
+    "Intervals": ("bootstrap", "bootstrap_refit", "confidence"),
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
     "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
                 "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),
-    "Figures and report": ("plots_dir", "plot_format", "figure_kinds", "report_path", "ls_alpha", "at_coverage",
+    "Figures and report": ("plots", "plot_format", "figures", "report", "ls_alpha", "at_coverage",
                            "rank_maps", "rank_maps_of"),
     "Run": ("engine", "shards", "device", "batch_size", "workers", "seed", "quiet", "no_warnings"),
 }
@@ -231,12 +234,9 @@ def panel_of(command: str, name: str) -> tuple[int, str]:
 _METAVARS = {
     "files": "TEST", "current": "CURRENT", "val": "FILE", "baseline": "FILE", "json_path": "PATH",
     "csv_path": "PATH", "markdown_path": "PATH", "junit_path": "PATH", "scores": "LIST", "risks": "LIST",
-    "coverages": "LIST", "p_grid": "LIST", "metric": "METRIC", "aurc_estimator": "mean|trapz",
-    "pnorm_objective": "aurc|augrc", "temp_objective": "nll|aurc", "plot_format": "png|svg|pdf",
-    "dtype": "float32|float16", "label_col": "NAME", "logits_col": "NAME", "group_col": "NAME", "sort_by": "COLUMN",
-    "ls_alpha": "ALPHA", "device": "DEVICE", "engine": "local|ray", "score": "SCORE", "risk": "LIST",
-    "method": "sgr|ltt",
-}
+    "coverages": "LIST", "p_grid": "LIST", "metric": "METRIC", "label_col": "NAME", "logits_col": "NAME",
+    "group_col": "NAME", "sort_by": "COLUMN", "ls_alpha": "ALPHA", "device": "DEVICE", "score": "SCORE", "risk": "LIST",
+}  # (an option with a fixed set of values shows them: CHOICES)
 _TYPE_METAVARS = {int: "N", float: "X", str: "TEXT", Path: "FILE"}
 
 
@@ -256,6 +256,10 @@ def dress_help(typer_app) -> None:
                 continue
             if isinstance(info, typer.models.OptionInfo):
                 info.rich_help_panel = panel_of(name, parameter_name)[1]
+            choices = COMMAND_CHOICES.get(name, {}).get(parameter_name) or CHOICES.get(parameter_name)
+            if choices is not None:  # every value it takes, and <Tab> offers them
+                info.metavar = "|".join(choices)
+                info.autocompletion = _completer(choices)
             if info.metavar:
                 continue
             hint = hints.get(parameter_name)
@@ -274,6 +278,13 @@ def dress_help(typer_app) -> None:
         ordered = sorted(signature.parameters.values(), key=rank)  # (Typer calls the command by keywords)
         command.callback.__signature__ = signature.replace(
             parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in ordered])
+
+
+def _completer(choices):
+    def complete(incomplete: str) -> list[str]:
+        return [choice for choice in choices if choice.startswith(incomplete)]
+
+    return complete
 
 
 def _as_given(ctx, value):

@@ -101,3 +101,40 @@ def images_bar(enabled: bool = True):
         yield advance
     finally:
         bar.stop()
+
+
+@contextmanager
+def evaluation_bars(engine: str, refit: bool = False):
+    """The hook ``progress(what, done, total)`` that :func:`selcal.api.evaluate` reports to, drawing the
+    bars of ``selcal evaluate`` on a terminal: the rows of one model's pass (:func:`progress_bar`), the
+    models done (when there are several, or they run on Ray), then the bootstrap resamples (the
+    evaluation's bars end when the first resample is counted). None in a pipe or a CI log."""
+    from contextlib import ExitStack
+
+    from rich.console import Console
+
+    if not Console(stderr=True).is_terminal:
+        yield None
+        return
+    with ExitStack() as stack:
+        evaluation = stack.enter_context(ExitStack())
+        rows = evaluation.enter_context(progress_bar())
+        bars: dict = {}
+
+        def hook(what: str, done: int, total: int | None) -> None:
+            if what == "rows" and rows is not None:
+                rows(done, total)
+            elif what == "models":
+                if what not in bars:
+                    bars[what] = evaluation.enter_context(count_bar("models", enabled=total > 1 or engine != "local"))
+                if bars[what] is not None:
+                    bars[what](done, total)
+            elif what == "resamples":
+                if what not in bars:
+                    evaluation.close()  # (transient: the evaluation's bars are gone)
+                    label = "bootstrap resamples" + (", fitted scores refitted" if refit else "")
+                    bars[what] = stack.enter_context(count_bar(label))
+                if bars[what] is not None:
+                    bars[what](done, total)
+
+        yield hook

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..errors import SelcalError
-from ..options import DEFAULTS
+from ..options import DEFAULT_DELTA, DEFAULT_RISK, DEFAULTS, PLOT_FORMATS, THRESHOLD_METHODS, FigureSettings
 from .common import check_outputs, fail, fail_on, say, show_warnings, write_error
 from .groups import shared
 
@@ -29,12 +29,12 @@ def threshold(
                                             help="A file of confidences without logits (a confidence, a prediction "
                                                  "and a label per row): the column to certify on, higher = more "
                                                  "confident (default 'confidence')."),
-    risk: str = typer.Option("0.05", "--risk", help="Target selective risk r in (0, 1); several give a table, "
+    risk: str = typer.Option(f"{DEFAULT_RISK:g}", "--risk", help="Target selective risk r in (0, 1); several give a table, "
                                                     "e.g. 0.01,0.05,0.1."),
-    delta: float = typer.Option(0.1, "--delta", help="The guarantee holds with probability at least 1 - delta."),
-    method: str = typer.Option("sgr", "--method", help="sgr (Geifman & El-Yaniv 2017) or ltt (Learn then Test, "
+    delta: float = typer.Option(DEFAULT_DELTA, "--delta", help="The guarantee holds with probability at least 1 - delta."),
+    method: str = typer.Option(THRESHOLD_METHODS[0], "--method", help="sgr (Geifman & El-Yaniv 2017) or ltt (Learn then Test, "
                                                        "fixed sequence over the coverages 1%..100%)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="float64|float32", show_default=False,
+    dtype: Optional[str] = typer.Option(None, "--dtype", show_default=False,
                                         help="Precision the confidences are computed at (default float64, selcal's "
                                              "own); float32: the score's softmax in float32 throughout, as a service "
                                              "usually runs it. The certificate holds for that precision."),
@@ -43,10 +43,10 @@ def threshold(
                                          help="With --group-col or --per-class: each group at delta, a guarantee for "
                                               "each group on its own (default: delta / G, all groups together)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the answer as JSON to PATH; '-' for stdout."),
-    plots_dir: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figure 'threshold' "
+    plots: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Write the figure 'threshold' "
                                              "(thresholds and bounds on the risk-coverage curve) into DIR."),
-    plot_format: str = typer.Option("png", "--plot-format", help="Format of the --plots file: png, svg or pdf."),
-    report_path: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one "
+    plot_format: str = typer.Option(PLOT_FORMATS[0], "--plot-format", help="Format of the --plots file."),
+    report: Optional[Path] = typer.Option(None, "--report", metavar="FILE.html", help="Write one "
                                                "self-contained HTML page: the answer, the table and the figure."),
     label_col: Optional[str] = shared("label_col"),
     logits_col: Optional[str] = shared("logits_col"),
@@ -72,12 +72,11 @@ def threshold(
     from ..writers.output import Outputs
 
     try:
-        if plot_format not in ("png", "svg", "pdf"):
-            raise SelcalError(f"--plot-format must be png, svg or pdf; got {plot_format!r}")
+        FigureSettings(plot_format=plot_format)  # (its check)
         outputs = Outputs(inputs=[test, *([val] if val is not None else [])])
         stdout_outputs = check_outputs(outputs, {"--json": json_path})
-        stdout_outputs += check_outputs(outputs, {"--report": report_path}, stdout_outputs, make_parents=True)
-        outputs.check_folder(plots_dir, f".{plot_format}")
+        stdout_outputs += check_outputs(outputs, {"--report": report}, stdout_outputs, make_parents=True)
+        outputs.check_folder(plots, f".{plot_format}")
         result = run_threshold(str(test), None if val is None else str(val), score=score, score_col=score_col, risk=risk, delta=delta,
                                method=method, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
                                input_kind=input_kind, ood_label=ood_label, lm_norm=lm_norm, lm_choices=lm_choices,
@@ -87,18 +86,18 @@ def threshold(
         with outputs:  # every output appears together, or none does
             if json_path is not None:
                 outputs.write(json_path, result.to_json())
-            if plots_dir is not None or report_path is not None:
+            if plots is not None or report is not None:
                 from ..figures.threshold import render_threshold
 
-                fmt = plot_format if plots_dir is not None else "png"
+                fmt = plot_format if plots is not None else "png"
                 figure = render_threshold(result, fmt)
-                if plots_dir is not None:
-                    outputs.write(outputs.folder(plots_dir) / f"threshold.{plot_format}", figure)
-            if report_path is not None:
+                if plots is not None:
+                    outputs.write(outputs.folder(plots) / f"threshold.{plot_format}", figure)
+            if report is not None:
                 from ..threshold.render import render_html
 
                 page_figure = figure if fmt in ("png", "svg") else render_threshold(result, "png")
-                outputs.write(report_path, render_html(result, page_figure, fmt if fmt in ("png", "svg") else "png"),
+                outputs.write(report, render_html(result, page_figure, fmt if fmt in ("png", "svg") else "png"),
                               make_parents=True)
     except SelcalError as exc:
         fail_on(exc)
@@ -110,6 +109,6 @@ def threshold(
         console = Console()
         render_terminal(result, console if console.is_terminal else Console(width=160))
     if not quiet:
-        if plots_dir is not None:
-            say(f"selcal: 1 figure written to {plots_dir}")
+        if plots is not None:
+            say(f"selcal: 1 figure written to {plots}")
     show_warnings([(result.name, line) for line in result.warnings], no_warnings)

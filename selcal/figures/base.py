@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..options import PLOT_FORMATS  # noqa: F401  (re-exported by selcal.figures)
 from ..scores import REGISTRY
 
 __all__ = ["PLOT_FORMATS", "NAME_LIMITS", "SCORE_LABELS", "SCORE_COLOURS", "SCORE_STYLES", "STYLE",
            "FALLBACK_FONTS", "REPLACEMENT_CHARACTER", "RenderedFigure", "user_text", "new_figure", "render",
            "safe_stem", "style", "mpl", "wrap", "on_axes", "one_model"]
 
-PLOT_FORMATS = ("png", "svg", "pdf")
 # Longest user text, in characters, in a title, a legend entry and a tick label (see user_text).
 NAME_LIMITS = {"title": 70, "legend": 40, "tick": 28}
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from ..metrics import calibration
+from ..options import DEFAULT_AT_COVERAGE
 from ..threshold.guarantee import binomial_upper_bound
 
 DEFAULT_MAX_POINTS = 4000
-DEFAULT_AT_COVERAGE = 0.1
 OVERLAY_VMAX_MODELS = 6  # more models: overlay_vmax_msp_1, _2, ... of up to 6 models each
 MAX_GROUP_BARS = 10  # errors_by_group: more groups than this + 1 draw these and an "other" bar
 RELIABILITY_LEVEL = 0.95  # the Clopper-Pearson interval of each bin's accuracy on the reliability diagram

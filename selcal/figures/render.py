@@ -23,7 +23,7 @@ from ..metrics import calibration
 from ..errors import SelcalError
 from ..pipeline.measure import logit_kind
 from ..writers.output import Outputs
-from ..options import split_items
+from ..options import FIGURE_FAMILIES, parse_figures  # noqa: F401  (FIGURE_FAMILIES re-exported)
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search, pnorm_rows
 from .profile import figure_logit_profile, raw_logits
@@ -39,19 +39,6 @@ __all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "TILES", "Job", "plan_figures", "p
 
 # Figures of one model, one file each; FIGURE_KINDS are those every model with logits gets.
 FIGURE_KINDS = ("rc", "reliability", "smooth", "vmax_msp", "pnorm_search")
-# The names --figures takes, each with the kinds of figure it selects (a family's overlay
-# across models comes with it).
-FIGURE_FAMILIES = {
-    "rc": ("rc", "overlay_rc"),
-    "reliability": ("reliability",),
-    "smooth": ("smooth",),
-    "vmax_msp": ("vmax_msp", "overlay_vmax_msp"),
-    "pnorm_search": ("pnorm_search",),
-    "errors_by_group": ("errors_by_group",),
-    "logit_profile": ("logit_profile", "overlay_logit_profile"),
-    "pnorm_vmax": ("pnorm_vmax",),
-    "sweep": ("sweep",),
-}
 OVERLAY_PROFILE_MODELS = 6  # more models: one profile figure per model only
 # Figures across models made of the figures of one kind per model, side by side (the same panels,
 # axes shared): the HTML report shows each model's panels once, there.
@@ -61,25 +48,12 @@ PARALLEL_FROM = 4
 
 
 def parse_kinds(text: str | Sequence[str] | None) -> frozenset[str] | None:
-    """The families of ``--figures`` (comma-separated, or ``all``) as a set; None for all.
+    """The families of ``--figures`` as a set; None for all (:func:`selcal.options.parse_figures`).
 
     >>> sorted(parse_kinds("rc, reliability"))
     ['rc', 'reliability']
-    >>> parse_kinds("all") is None
-    True
     """
-    if text is None:
-        return None
-    names = split_items(text, "--figures") if isinstance(text, str) else [n.strip() for n in text]
-    if not all(names):
-        raise SelcalError(f"--figures needs at least one kind, and no empty one; got {list(text)!r}")
-    if "all" in names:
-        return None
-    unknown = [n for n in names if n not in FIGURE_FAMILIES]
-    if unknown:
-        raise SelcalError(f"--figures: no figure kind {unknown[0]!r}; choose from all, "
-                          + ", ".join(FIGURE_FAMILIES) + " (comma-separated), e.g. --figures rc,reliability")
-    return frozenset(names)
+    return parse_figures(text, "--figures")
 
 
 @dataclass(frozen=True)
@@ -328,7 +302,7 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
         pool.join()
 
 
-def render_figures(result, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
+def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                    max_points: int | None = DEFAULT_MAX_POINTS, notes: list[str] | None = None, kinds=None,
                    workers: int = 1, progress: Callable[[int, int], None] | None = None,
                    skip_tiled: bool = False) -> Iterator[RenderedFigure]:
@@ -393,7 +367,7 @@ def _render_untiled(jobs: Sequence[Job], models: Sequence, fmt: str, workers: in
                                  data=data[k], models=tuple(models[i].name for i in job.models))
 
 
-def write_plots(result, folder, fmt: str = "png", *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
+def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                 max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False,
                 notes: list[str] | None = None, outputs: Outputs | None = None, kinds=None,
                 workers: int = 1, progress: Callable[[int, int], None] | None = None

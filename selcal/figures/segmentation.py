@@ -25,6 +25,7 @@ import numpy as np
 
 from ..scores import REGISTRY
 from ..errors import SelcalError
+from ..options import DEFAULT_RANK_MAPS, PLOT_FORMATS
 from ..writers.output import Outputs
 from ..io.segmentation import image_file, is_segmentation_folder, read_image
 from .base import NAME_LIMITS, new_figure, render, safe_stem, score_label, style, user_text
@@ -32,7 +33,6 @@ from .base import NAME_LIMITS, new_figure, render, safe_stem, score_label, style
 __all__ = ["RankMap", "rank_map_data", "cell_scores", "choose_images", "figure_rank_maps", "write_rank_maps",
            "DEFAULT_RANK_MAPS", "MOST_CONFIDENT"]
 
-DEFAULT_RANK_MAPS = 3
 MOST_CONFIDENT = 0.1  # images are chosen by their errors among the 10% most confident evaluated pixels
 ERROR_COLOURMAP = "inferno"
 CORRECT_GREY, VOID_WHITE = 0.62, 1.0
@@ -164,7 +164,7 @@ def figure_rank_maps(models, image: str):
     return figure
 
 
-def write_rank_maps(result, folder, fmt: str = "png", *, count: int = DEFAULT_RANK_MAPS,
+def write_rank_maps(result, folder, fmt: str = PLOT_FORMATS[0], *, count: int = DEFAULT_RANK_MAPS,
                     images: list[str] | None = None, outputs=None) -> list[Path]:
     """Write the rank maps of ``result``'s segmentation models into ``folder``; their paths.
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..options import PLOT_FORMATS
 from .base import NAME_LIMITS, legend_below, mpl, new_figure, render, style, user_text, wrap
 from .data import RCPoints, rc_curve_points
 
@@ -207,7 +208,7 @@ def _draw_groups(ax, data: ThresholdFigureData, result, colours, top: float) -> 
         legend_below(ax, handles=handles)
 
 
-def render_threshold(result, fmt: str = "png") -> bytes:
+def render_threshold(result, fmt: str = PLOT_FORMATS[0]) -> bytes:
     """The figure as ``fmt`` bytes (png, svg or pdf), drawn under selcal's figure style."""
     matplotlib, _, _ = mpl()
     with matplotlib.rc_context(style()):

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .arrays import ArraysSource
+from ..options import LM_NORMS as NORMS  # the values of --lm-norm
 from .base import Line, _fail, _short
 
 if TYPE_CHECKING:
     import polars as pl  # imported where a log is read (see selcal.io.text)
 
-NORMS = ("none", "chars", "bytes")
 METADATA_KEY = "selcal.lm_eval"  # a dump's metadata key saying it is a log's (its log-likelihoods' scale means nothing)
 _LOG = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 

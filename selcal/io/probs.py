@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..options import INPUT_KINDS  # noqa: F401  (the values of --input)
 from .columns import holds_probabilities
 
-INPUT_KINDS = ("logits", "probs", "logprobs")
 TOLERANCE = 1e-3
 LOG_ZERO = float(np.log(np.nextafter(0.0, 1.0)))  # -744.44
 

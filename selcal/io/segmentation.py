@@ -27,13 +27,12 @@ import zipfile
 
 import numpy as np
 
+from ..options import DEFAULT_PIXELS_PER_IMAGE, DEFAULT_SEED, DEFAULT_SEGMENTATION_IGNORE
 from .base import DumpSource, _fail, _short, splitmix64
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
            "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout", "read_image"]
 
-DEFAULT_PIXELS_PER_IMAGE = 5000
-DEFAULT_SEGMENTATION_IGNORE = 255
 PIXELS_METADATA = "selcal.pixels"  # metadata key: JSON of the sampling settings and counts
 _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
@@ -162,7 +161,7 @@ class SegmentationSource(DumpSource):
     progress = None  # progress(rows_read, num_rows), called after each image read
 
     def __init__(self, path: str, label_col: str = "label", ignore_label: int | None = None,
-                 group_col: str | None = None, pixels_per_image: int = DEFAULT_PIXELS_PER_IMAGE, seed: int = 0):
+                 group_col: str | None = None, pixels_per_image: int = DEFAULT_PIXELS_PER_IMAGE, seed: int = DEFAULT_SEED):
         self.path = path
         self.ignore_label = DEFAULT_SEGMENTATION_IGNORE if ignore_label is None else int(ignore_label)
         self.label_names = tuple(dict.fromkeys((label_col, "label", "labels")))

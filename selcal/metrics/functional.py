@@ -45,13 +45,14 @@ import numpy as np
 from . import calibration, selective
 from ..errors import SelcalError
 from ..options import DEFAULTS, Options
+from ..options import INPUT_KINDS as FILE_INPUT_KINDS
 from . import catalog
 
 __all__ = ["aurc", "eaurc", "augrc", "coverage_at_risk", "risk_at_coverage", "error_auroc", "fpr_at_95_tpr", "ece",
            "rmsce", "adaptive_ece", "mce", "classwise_ece", "smooth_ece", "nll", "brier", "risk_coverage_curve",
            "INPUT_KINDS"]
 
-INPUT_KINDS = ("logits", "probs", "logprobs", "confidence")
+INPUT_KINDS = (*FILE_INPUT_KINDS, "confidence")  # a file's kinds, and a vector of confidences
 
 @dataclass(frozen=True)
 class _Rows:

@@ -163,7 +163,7 @@ def _oracle(rc: RiskCoverage) -> RiskCoverage:
     return RiskCoverage(accepted, errors, rc.n, rc.n_errors, thresholds=1.0 - (errors > 0))
 
 
-def aurc(rc: RiskCoverage, estimator: str = "mean") -> float:
+def aurc(rc: RiskCoverage, estimator: str = AURC_ESTIMATORS[0]) -> float:
     """Area under the risk-coverage curve.
 
     ``mean``: (1/N) sum_{k=1..N} r_k with r_k = E_k / k (CONVENTIONS.md).
@@ -184,7 +184,7 @@ def aurc(rc: RiskCoverage, estimator: str = "mean") -> float:
     return value
 
 
-def eaurc(rc: RiskCoverage, estimator: str = "mean") -> float:
+def eaurc(rc: RiskCoverage, estimator: str = AURC_ESTIMATORS[0]) -> float:
     """Excess AURC: AURC minus the AURC of the oracle ordering (same estimator)."""
     return aurc(rc, estimator) - aurc(_oracle(rc), estimator)
 
@@ -247,7 +247,7 @@ def selective_metrics(
     *,
     risks=(0.01, 0.05, 0.1),
     coverages=(0.5, 0.8, 0.9),
-    estimator: str = "mean",
+    estimator: str = AURC_ESTIMATORS[0],
 ) -> dict[str, float | None]:
     """Every selective-classification metric of CONVENTIONS.md, keyed as in the JSON."""
     metrics: dict[str, float | None] = {

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import SelcalError
 from ..io import expand_input, open_dump
-from ..options import Options
+from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options
 from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump, scores_for_input, with_input
 from .split import _unique_names, prime_allocator
@@ -18,9 +18,6 @@ from .stream import evaluate_confidences, evaluate_source, read_columns
 __all__ = ["DEFAULT_MEMORY_BUDGET", "ModelJob", "evaluate_model", "model_jobs", "run_jobs"]
 
 
-# Bytes of logits above which a TEST file is streamed (read by row batches, never whole): the
-# same numbers, read and reduced concurrently, in a third less memory for an ImageNet-size file.
-DEFAULT_MEMORY_BUDGET = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
                      stream, memory_budget) for j, (i, path, settings, _) in enumerate(expanded)]
 
 
-def run_jobs(jobs: Sequence[ModelJob], *, engine: str = "local",
+def run_jobs(jobs: Sequence[ModelJob], *, engine: str = CHOICES["engine"][0],
              progress: Callable[[int, int | None], None] | None = None,
              models_progress: Callable[[int, int], None] | None = None) -> tuple[EvaluationResult, list]:
     """Evaluate every job on ``engine``: (the result of the models that succeeded, the failures).

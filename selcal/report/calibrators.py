@@ -16,6 +16,7 @@ from typing import Any
 
 from ..metrics import catalog
 from ..scores import REGISTRY
+from ..options import DEFAULT_CONFIDENCE
 
 __all__ = ["GROUP", "AXES", "MAX_LINE", "shown_scores", "model_rows", "board_entry", "best_per_axis", "render_terminal",
            "say", "markdown", "csv_columns", "html", "html_summary"]
@@ -100,7 +101,7 @@ def board_entry(model, confidence: float | None = None) -> dict[str, Any] | None
 
 
 def _level(views) -> str:
-    confidence = next((v["confidence"] for v in views if v.get("confidence")), 0.95)
+    confidence = next((v["confidence"] for v in views if v.get("confidence")), DEFAULT_CONFIDENCE)
     return f"{100 * confidence:g}%"
 
 

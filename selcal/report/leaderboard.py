@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..metrics import catalog
+from ..options import DEFAULT_SORT  # noqa: F401  (re-exported by selcal.report)
 from ..results import EvaluationResult
 from ..scores import REGISTRY
 from ..scores.registry import BoardColumn
@@ -134,7 +135,31 @@ def _row_extras() -> tuple[str, ...]:
 
 _BEST = ("aurc_best_score", "aurc_best_posthoc")
 CSV_ONLY = ("best_posthoc", "aurc_best_posthoc")  # in the CSV (and sortable), not in the tables
-DEFAULT_SORT = "aurc_best_score"
+
+
+def sort_column(sort_by: str | None, sweep: str | None = None, column_scores=None) -> str:
+    """The column the leaderboard is sorted by: ``sort_by`` (any column of the CSV, or a score's metric
+    as ``check`` names it: ``msp.aurc`` is ``aurc_msp``), by default the swept value with ``sweep``,
+    else :data:`~selcal.options.DEFAULT_SORT`. An unknown column is refused, and a ``sweep`` named as
+    a column; ``column_scores``: the scores read from columns of the files (``--score-col``), None
+    before the work (their ``aurc_`` columns are not known yet and pass).
+    """
+    from ..errors import SelcalError
+
+    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _row_extras() or sweep.startswith("aurc_")):
+        raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
+    if sort_by is None:
+        sort_by = sweep or DEFAULT_SORT
+    sortable = [*LEADERBOARD_COLUMNS, *(c for c in _row_extras() if c != "sweep"),
+                *(catalog.column(name, "aurc") for name in column_scores or ()), *([sweep] if sweep else [])]
+    if sort_by not in sortable and sort_by != sweep:  # a metric as check names it (msp.aurc): its CSV column
+        score, key = catalog.split_name(sort_by)
+        sort_by = catalog.column(score, key) if score is not None else sort_by
+    deferred = column_scores is None and sort_by.startswith("aurc_")  # before the work: columns unknown yet
+    if sort_by not in sortable and not deferred:
+        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)} "
+                          "(a score's metric also as check names it: msp.aurc is aurc_msp)")
+    return sort_by
 
 
 def leaderboard(result: EvaluationResult, sort_by: str | None = None,
@@ -148,23 +173,9 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
     ``sweep``: the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
     ``--sweep NAME``), added as the column NAME after the model's name.
     """
-    from ..errors import SelcalError
-
     column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
                                        if "column" in model.scores[name]))
-    if sweep is not None and (sweep in LEADERBOARD_COLUMNS or sweep in _row_extras() or sweep.startswith("aurc_")):
-        raise SelcalError(f"--sweep {sweep!r} is the name of a leaderboard column; name the hyperparameter otherwise")
-    if sort_by is None:
-        sort_by = sweep or DEFAULT_SORT
-    sortable = [*LEADERBOARD_COLUMNS, *(c for c in _row_extras() if c != "sweep"),
-                *(catalog.column(name, "aurc") for name in column_scores), *([sweep] if sweep else [])]
-    if sort_by not in sortable and sort_by != sweep:  # a metric as check names it (msp.aurc): its CSV column
-        score, key = catalog.split_name(sort_by)
-        sort_by = catalog.column(score, key) if score is not None else sort_by
-    deferred = not result.models and sort_by.startswith("aurc_")  # checked before the work: columns unknown yet
-    if sort_by not in sortable and not deferred:
-        raise SelcalError(f"--sort-by {sort_by!r} is not a column; choose from {', '.join(sortable)} "
-                          "(a score's metric also as check names it: msp.aurc is aurc_msp)")
+    sort_by = sort_column(sort_by, sweep, column_scores)
     rows = []
     for model in result.models:
         scores = model.scores

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import functions as scores
-from ..metrics.selective import augrc, aurc, risk_coverage
+from ..metrics.selective import AURC_ESTIMATORS, augrc, aurc, risk_coverage
 
 __all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
            "PnormSoftmaxFit", "fit_pnorm_softmax", "PNORM_SOFTMAX_T_GRID",
@@ -191,7 +191,7 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
 TEMPERATURE_OBJECTIVES = ("nll", "aurc")
 
 
-def fit_temperature_by_aurc(logits: np.ndarray, labels: np.ndarray, around: float, *, estimator: str = "mean",
+def fit_temperature_by_aurc(logits: np.ndarray, labels: np.ndarray, around: float, *, estimator: str = AURC_ESTIMATORS[0],
                             octaves: int = 6, steps_per_octave: int = 8) -> tuple[float, float]:
     """(T, validation AURC at T): the T of a log grid that ranks validation errors best.
 
@@ -239,8 +239,8 @@ def fit_pnorm(
     p_grid=range(1, 11),
     *,
     center: bool = True,
-    objective: str = "aurc",
-    estimator: str = "mean",
+    objective: str = PNORM_OBJECTIVES[0],
+    estimator: str = AURC_ESTIMATORS[0],
 ) -> PnormFit:
     """Choose p by the lowest validation AURC (or AUGRC); fall back to MSP when it is no worse.
 
@@ -303,7 +303,7 @@ class PnormSoftmaxFit:
 
 
 def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11), t_grid=PNORM_SOFTMAX_T_GRID, *,
-                      center: bool = True, estimator: str = "mean") -> PnormSoftmaxFit:
+                      center: bool = True, estimator: str = AURC_ESTIMATORS[0]) -> PnormSoftmaxFit:
     """(p, T) of pNormSoftmax, MSP(z_c / (T ||z_c||_p)), by the lowest validation AURC over the grid.
 
     Ties go to the smallest p, then the smallest T. Falls back to MSP when MSP's validation

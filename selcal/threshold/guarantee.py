@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..metrics.selective import RiskCoverage, risk_coverage
+from ..options import DEFAULT_DELTA, DEFAULT_RISK, THRESHOLD_METHODS
 
 __all__ = [
     "METHODS",
@@ -50,10 +51,8 @@ __all__ = [
     "DELTA_FLOOR",
 ]
 
-METHODS = ("sgr", "ltt")
-DEFAULT_METHOD = "sgr"
-DEFAULT_RISK = 0.05
-DEFAULT_DELTA = 0.1
+METHODS = THRESHOLD_METHODS
+DEFAULT_METHOD = THRESHOLD_METHODS[0]
 LTT_COVERAGES = tuple(range(1, 101))  # percent, tested in this order
 # The smallest δ taken: SGR splits δ into at most 64 tests (⌈log2 n⌉ for n < 2**64 rows), and a level
 # below float64's smallest normal number (2.2e-308) would lose its relative precision.

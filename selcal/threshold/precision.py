@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..options import THRESHOLD_DTYPES
+
 __all__ = ["DTYPES", "DEFAULT_DTYPE", "softmax_confidence_float32", "ChunkWatcher"]
 
-DTYPES = ("float64", "float32")
-DEFAULT_DTYPE = "float64"
+DTYPES = THRESHOLD_DTYPES
+DEFAULT_DTYPE = THRESHOLD_DTYPES[0]
 
 
 def softmax_confidence_float32(z: np.ndarray, beta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from .._version import __version__
 from .run import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
 from ..escape import printable, terminal
 from .groups import ABSTAIN, TOO_FEW_ROWS, UNCOVERED
+from ..options import PLOT_FORMATS
 
 __all__ = ["provenance", "table_rows", "group_rows", "render_terminal", "render_html"]
 
@@ -140,7 +141,7 @@ def _e(text) -> str:
     return html.escape(printable(str(text)), quote=True)
 
 
-def render_html(result: ThresholdResult, figure: bytes | None = None, fmt: str = "png") -> str:
+def render_html(result: ThresholdResult, figure: bytes | None = None, fmt: str = PLOT_FORMATS[0]) -> str:
     """The page: what was asked, the answer in words for each target, the table, the figure
     (``figure``: PNG or SVG bytes, embedded as a data URI) and the warnings."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

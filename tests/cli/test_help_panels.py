@@ -128,3 +128,18 @@ def test_version_prints_one_line(monkeypatch, capsys):
 
     code, out, err = run_selcal(monkeypatch, capsys, "--version")
     assert code == 0 and out == f"selcal {__version__}\n" and err == ""
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_choice_option_shows_its_choices(cli, command):
+    from selcal.options import CHOICES, COMMAND_CHOICES
+
+    text = " ".join(help_text(cli, command, columns=300).split())
+    shown = 0
+    for param in click_command(command).params:
+        choices = COMMAND_CHOICES.get(command, {}).get(param.name) or CHOICES.get(param.name)
+        if choices:
+            flag = next(o for o in param.opts if o.startswith("--"))
+            assert f"{flag} {'|'.join(choices)} " in text, (command, flag)
+            shown += 1
+    assert shown or command in ("check", "pixels", "ensemble")

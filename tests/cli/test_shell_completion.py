@@ -63,3 +63,16 @@ def test_completion_names_the_commands_and_their_options(monkeypatch, capsys):
     assert complete(monkeypatch, capsys, "selcal th") == ["threshold"]
     assert complete(monkeypatch, capsys, "selcal evaluate --boot") == ["--bootstrap", "--bootstrap-refit"]
     assert "--no-center" in complete(monkeypatch, capsys, "selcal compare --no")
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("selcal evaluate --aurc-estimator ", ["mean", "trapz"]),
+    ("selcal evaluate --aece-estimator m", ["mbls"]),
+    ("selcal compare --temp-objective ", ["nll", "aurc"]),
+    ("selcal evaluate --engine ", ["local", "ray"]),
+    ("selcal threshold --method ", ["sgr", "ltt"]),
+    ("selcal threshold --dtype ", ["float64", "float32"]),
+    ("selcal dump --dtype ", ["float32", "float16"]),
+])
+def test_completion_offers_the_values_of_a_choice_option(monkeypatch, capsys, line, expected):
+    assert complete(monkeypatch, capsys, line) == expected

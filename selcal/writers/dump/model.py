@@ -8,6 +8,7 @@ import logging
 import warnings
 
 from ...errors import SelcalError
+from ...options import DEFAULT_SEED
 
 #: What to install, in words that work from a clone of selcal (no registry serves 'selcal[timm]').
 INSTALL_HINT = "pip install torch torchvision timm (or, in a clone of selcal, pip install -e '.[timm]')"
@@ -68,7 +69,7 @@ def _unknown_model(timm, name: str) -> SelcalError:
 
 
 def load_model(timm, torch, name: str, *, pretrained: bool, checkpoint: str | None, num_classes: int | None,
-               status=None, seed: int = 0):
+               status=None, seed: int = DEFAULT_SEED):
     """The timm model in eval mode, with timm's weights (``pretrained``), a checkpoint's, or random
     ones drawn with ``seed`` (so every process, and every shard of a dump, makes the same model)."""
     if not timm.is_model(name):

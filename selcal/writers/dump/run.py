@@ -16,6 +16,7 @@ from .listing import (assign_split, data_fingerprint, file_sha256, list_image_fo
 from .model import (collate, data_config_and_transform, image_dataset, import_stack, load_model, require_stack,
                     resolve_device)
 from .writer import DTYPES, DumpSummary, DumpWriter, check_existing, check_output_path
+from ...options import DEFAULT_BATCH_SIZE, DEFAULT_DEVICE, DEFAULT_SEED, DEFAULTS, DUMP_DTYPES
 
 
 def _json(value) -> str:
@@ -23,8 +24,8 @@ def _json(value) -> str:
 
 
 def run_dump(model_name: str, data, out, *, pretrained: bool = False, checkpoint=None, class_map=None,
-             labels_csv=None, num_classes: int | None = None, dtype: str = "float32", val_fraction: float = 0.2,
-             seed: int = 0, batch_size: int = 64, workers: int | None = None, device: str = "auto",
+             labels_csv=None, num_classes: int | None = None, dtype: str = DUMP_DTYPES[0], val_fraction: float = DEFAULTS.val_fraction,
+             seed: int = DEFAULT_SEED, batch_size: int = DEFAULT_BATCH_SIZE, workers: int | None = None, device: str = DEFAULT_DEVICE,
              limit: int | None = None, errors_path=None, overwrite: bool = False, progress=None,
              status=None, shard: tuple[int, int] | None = None, _after_batch=None) -> DumpSummary:
     """Run ``model_name`` over the images of ``data`` and write the dump ``out``.

@@ -9,6 +9,7 @@ from pathlib import Path
 from ...errors import SelcalError
 from .run import run_dump
 from .writer import DumpSummary
+from ...options import CHOICES
 
 
 def safe_model_name(model_name: str) -> str:
@@ -81,7 +82,7 @@ def read_model_list(path) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
 
 
-def run_dumps(tasks: list[DumpTask], *, engine: str = "local", progress=None) -> list:
+def run_dumps(tasks: list[DumpTask], *, engine: str = CHOICES["engine"][0], progress=None) -> list:
     """Run every part on ``engine``: a :class:`DumpSummary` or an :class:`selcal.pipeline.engines.Failure` each.
 
     On Ray each part is a task with one GPU when the cluster has GPUs (one CPU otherwise);

@@ -14,8 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import SelcalError
+from ...options import DUMP_DTYPES
 
-DTYPES = {"float32": (np.float32, pa.float32()), "float16": (np.float16, pa.float16())}
+# --dtype: the numpy and Arrow types of each name (selcal.options.DUMP_DTYPES)
+DTYPES = {name: (np.dtype(name).type, pa.from_numpy_dtype(np.dtype(name))) for name in DUMP_DTYPES}
 #: The settings that decide what a dump holds: a complete output with other values is not reused.
 IDENTITY_KEYS = (
     "selcal.model", "selcal.pretrained", "selcal.checkpoint_sha256", "selcal.num_classes_option",
