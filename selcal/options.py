@@ -30,7 +30,8 @@ from .scores.registry import choices as score_choices
 __all__ = ["Options", "DEFAULTS", "ReadSettings", "RunSettings", "FigureSettings", "CHOICES", "COMMAND_CHOICES",
            "DEFAULT_SCORES",
            "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID", "split_items", "parse_floats", "parse_p_grid",
-           "parse_figures", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P"]
+           "parse_figures", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P", "MIN_NULL_DRAWS", "MAX_NULL_DRAWS",
+           "check_calibration_test"]
 
 DEFAULT_SCORES = ("msp", "max_logit", "pnorm", "temp")  # --scores; every name: selcal.scores.REGISTRY
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
@@ -95,6 +96,8 @@ COMMAND_CHOICES = {"threshold": {"method": THRESHOLD_METHODS, "dtype": THRESHOLD
 MAX_BINS = 100_000  # per-bin arrays: a few MB per metric; class-wise bins are sparse (calibration.py)
 MAX_P_GRID_VALUES = 1000  # one pass over the validation logits per 16 values of p
 MAX_P = 1_000_000  # beyond it the score no longer changes: max x / max |x| to float64 precision
+MIN_NULL_DRAWS = 20  # --calibration-test: the smallest p-value is 1/(M + 1), below 0.05 from M = 20 on
+MAX_NULL_DRAWS = 100_000  # each draw costs about one evaluation of every tested metric
 
 
 def split_items(text: str, option: str = "value") -> list[str]:
@@ -168,6 +171,17 @@ def _check_p_grid(values: tuple, option: str) -> tuple:
     return values
 
 
+def check_calibration_test(value, option: str = "calibration_test") -> int:
+    """``--calibration-test M``: 0 (off) or a whole number of draws from MIN_NULL_DRAWS to MAX_NULL_DRAWS."""
+    if isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) and value == 0:
+        return 0
+    if isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) \
+            and 0 < value < MIN_NULL_DRAWS:
+        raise OptionError(option, f"{{option}} takes 0 (off) or at least {MIN_NULL_DRAWS} draws (the smallest "
+                                  f"p-value is 1/(M + 1)), e.g. 1000; got {value!r}")
+    return _whole(value, option, MIN_NULL_DRAWS, MAX_NULL_DRAWS)
+
+
 def _whole(value, option: str, at_least: int, limit: int | None = None) -> int:
     """An integer option: ``value`` must be a whole number in [at_least, limit]."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)) \
@@ -194,7 +208,7 @@ class Options:
     most-confident-errors table per score; ``logit_profile``: also keep the data of the
     sorted-logit profile and p-norm-given-v_max figures (the 20 largest logits of up to
     100,000 evaluation rows, and the p-norm score at the chosen p even when it falls back
-    to MSP).
+    to MSP). ``calibration_test``: draws of the calibration test (``--calibration-test M``; 0: none).
     """
 
     scores: tuple[str, ...] = DEFAULT_SCORES
@@ -215,6 +229,7 @@ class Options:
     logit_profile: bool = False
     odir_lambda: float = DEFAULT_ODIR_LAMBDA
     odir_mu: float = DEFAULT_ODIR_MU
+    calibration_test: int = 0
     chunk_rows: int | None = None
     workers: int | None = None
 
@@ -275,6 +290,7 @@ class Options:
             if not (math.isfinite(value) and value >= 0):
                 raise OptionError(field_name, "{option} must be a number >= 0, got " + repr(getattr(self, field_name)))
             set_(field_name, value)
+        set_("calibration_test", check_calibration_test(self.calibration_test))
         if self.chunk_rows is not None:
             set_("chunk_rows", _whole(self.chunk_rows, "chunk_rows", 1))
         if self.workers is not None:

@@ -72,6 +72,8 @@ class ModelResult:
     confidences: dict[str, Any] = field(default_factory=dict, repr=False)  # top-label probability of each score that has one
     score_correct: dict[str, Any] = field(default_factory=dict, repr=False)  # own errors of a score with its own predictions
     states: dict[str, Any] = field(default_factory=dict, repr=False)  # fitted state of each fitted score
+    # --calibration-test: each probability score's null distributions (selcal.bootstrap.null.CalibrationNull)
+    calibration_nulls: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics
@@ -228,6 +230,7 @@ def _options_dict(options) -> dict[str, Any]:
         "temp_objective": options.temp_objective,
         **({"score_cols": list(options.score_cols)} if getattr(options, "score_cols", ()) else {}),
         **({"uncertainty_cols": list(options.uncertainty_cols)} if getattr(options, "uncertainty_cols", ()) else {}),
+        **({"calibration_test": options.calibration_test} if getattr(options, "calibration_test", 0) else {}),
     })
 
 

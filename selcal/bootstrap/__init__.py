@@ -26,8 +26,8 @@ sorting again:
 * accuracy, error, NLL and Brier are means of per-row values.
 
 Class-wise ECE has no interval: it needs every class's probability of every row, which
-the result object does not keep (only per-row reductions are kept). Neither do per-group
-metrics (``--group-col``).
+the result object does not keep (only per-row reductions are kept). Per-group metrics
+(``--group-col``) get theirs by resampling within each group (:func:`group_intervals`).
 
 Resample indices are drawn over the rows in an order fixed by their content
 (:func:`canonical_order`), so, like every other number of selcal, the intervals do not
@@ -48,14 +48,16 @@ Efron & Tibshirani, "An introduction to the bootstrap", 1993, ch. 13 (percentile
 
 The package: ``data.py`` (RowData, RefitData), ``vectorised.py`` (the metrics of a block of
 resamples), ``resample.py`` (draws, percentile intervals), ``intervals.py`` (a model's and a
-result's intervals, refits, the cluster bootstrap), ``paired.py`` (``selcal compare``).
+result's intervals, refits, the cluster bootstrap, the groups'), ``paired.py`` (``selcal compare``),
+``null.py`` (the calibration test: consistency resampling under perfect calibration).
 """
 
 from __future__ import annotations
 
 from .data import RefitData, RowData
-from .intervals import (BootstrappedResult, add_intervals, canonical_order, draw_cluster_counts, model_intervals,
-                        refit_metrics, row_intervals, validation_order)
+from .intervals import (BootstrappedResult, add_intervals, canonical_order, draw_cluster_counts, group_intervals,
+                        model_intervals, refit_metrics, row_intervals, validation_order)
+from .null import CalibrationNull, add_calibration_test, calibration_nulls
 from .paired import paired_differences
 from .resample import (DEFAULT_CONFIDENCE, MAX_RESAMPLES, MODEL_LEVEL, check_arguments, draw_resamples,
                        percentile_interval, resample_metrics)
@@ -75,6 +77,10 @@ __all__ = [
     "model_intervals",
     "row_intervals",
     "add_intervals",
+    "group_intervals",
+    "add_calibration_test",
+    "calibration_nulls",
+    "CalibrationNull",
     "paired_differences",
     "BootstrappedResult",
 ]

@@ -35,7 +35,7 @@ def refit_metrics(refit: RefitData, options, eval_draws: np.ndarray, val_draws: 
     from ..pipeline.measure import measure_arrays
 
     wanted = tuple(s for s in fitted_scores(options.scores if scores is None else scores) if s in options.scores)
-    fit_options = replace(options, scores=wanted)
+    fit_options = replace(options, scores=wanted, calibration_test=0)  # (the test is of the point estimate only)
     labels = np.asarray(refit.labels, dtype=np.int64)
     val_labels = np.asarray(refit.val_labels, dtype=np.int64)
     blocks = []
@@ -197,6 +197,35 @@ def row_intervals(data: RowData, *, resamples: int = DEFAULT_RESAMPLES, seed: in
             for level, metrics in values.items()}
 
 
+def group_intervals(model: ModelResult, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    confidence: float = DEFAULT_CONFIDENCE, options=None) -> None:
+    """Intervals of every per-group metric (``--group-col`` with ``--bootstrap``), resampling within each
+    group: each group's rows are resampled on their own (B resamples of its n rows, drawn from the seed
+    ``SeedSequence([seed, g])`` of the g-th group in the order of ``model.extra["groups"]``), so a group's
+    interval is that of its own rows, whatever the other groups' sizes. The group's dict gets
+    ``"ci": {"accuracy": [low, high]}`` and each of its scores ``"ci": {metric: [low, high] | None}``, the
+    form of the model's intervals. The fitted scores keep their fit (never refitted per group)."""
+    groups = model.extra.get("groups")
+    if not groups or getattr(model, "groups", None) is None or model.rows is None:
+        return
+    from ..options import Options
+
+    options = options or Options()
+    data = replace(RowData.from_model(model, options), confidence={}, row_means={})  # selective metrics, accuracy
+    labels = np.asarray(model.groups)
+    for index, (group, values) in enumerate(groups.items()):
+        members = np.flatnonzero(labels == group)
+        if not members.size:
+            continue
+        group_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+        intervals = row_intervals(data.take(members), resamples=resamples, seed=group_seed, confidence=confidence,
+                                  options=options)
+        values["ci"] = {"accuracy": intervals.get("model", {}).get("accuracy")}
+        for name, metrics in values.get("scores", {}).items():
+            found = intervals.get(name, {})
+            metrics["ci"] = {key: found[key] for key in metrics if key in found}
+
+
 @dataclass
 class BootstrappedResult(EvaluationResult):
     """An :class:`~selcal.report.EvaluationResult` with intervals; its JSON adds ``"bootstrap"``."""
@@ -216,7 +245,8 @@ def add_intervals(result: EvaluationResult, *, resamples: int = DEFAULT_RESAMPLE
     """Bootstrap intervals for every model of ``result`` (the ``--bootstrap`` of ``selcal evaluate``).
 
     Each score's dict gets ``"ci": {metric: [low, high] | None}`` and each model's
-    ``extra`` (so its JSON) a model-level ``"ci"``: accuracy, error, NLL, Brier. Returns
+    ``extra`` (so its JSON) a model-level ``"ci"``: accuracy, error, NLL, Brier; with groups
+    (``--group-col``), each group and each of its scores too (:func:`group_intervals`). Returns
     the same models wrapped in a result whose JSON has the top-level
     ``"bootstrap": {"resamples", "seed", "confidence", "refit"}``.
 
@@ -241,6 +271,7 @@ def add_intervals(result: EvaluationResult, *, resamples: int = DEFAULT_RESAMPLE
             model.extra["ci_resampled"] = "images"
         for name, metrics in intervals.items():
             model.scores[name]["ci"] = metrics
+        group_intervals(model, resamples=resamples, seed=seed, confidence=confidence, options=options)
     values = {f.name: getattr(result, f.name) for f in fields(result) if f.init}
     values.pop("bootstrap", None)
     return BootstrappedResult(**values, bootstrap={

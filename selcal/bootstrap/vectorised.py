@@ -77,7 +77,7 @@ def _ranking(score: np.ndarray, correct: np.ndarray) -> _Ranking:
 
 
 @dataclass
-class _Binning:
+class Binning:
     """One probability score sorted once by confidence (ascending, stable, as adaptive ECE does)."""
 
     order: np.ndarray
@@ -88,9 +88,11 @@ class _Binning:
     run_start: np.ndarray  # first position of the run of equal confidence holding each position
     run_end: np.ndarray  # one past its last position
     group_ends: np.ndarray  # exclusive ends of the equal-mass groups (in resampled positions)
+    in_order: bool = False  # the rows are already sorted (order is 0, 1, ..., N - 1)
+    all_correct: bool = False  # every row is correct (correct_rows is order)
 
 
-def _binning(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> _Binning:
+def binning_of(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> Binning:
     n = confidence.size
     order = np.argsort(confidence, kind="stable")
     sorted_confidence = confidence[order]
@@ -105,21 +107,23 @@ def _binning(confidence: np.ndarray, correct: np.ndarray, n_bins: int) -> _Binni
     base, extra = divmod(n, n_bins)
     sizes = np.full(n_bins, base, dtype=np.int64)
     sizes[:extra] += 1
-    return _Binning(
+    return Binning(
         order=order, sorted_confidence=sorted_confidence, correct_rows=order[sorted_correct],
         correct_before=np.concatenate(([0], np.cumsum(sorted_correct))),
         bin_ends=np.searchsorted(bins, np.arange(n_bins), side="right"),
         run_start=run_starts[run], run_end=run_ends[run],
         group_ends=np.cumsum(sizes[sizes > 0]),
+        in_order=bool(np.array_equal(order, np.arange(n))), all_correct=bool(np.all(correct)),
     )
 
 
 def _cumulative(counts: np.ndarray, columns: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """(b, len(columns) + 1): column j holds the sum of ``counts[:, columns[:j]]`` (times weights)."""
-    taken = np.take(counts, columns, axis=1)
+    """(b, len(columns) + 1): column j holds the sum of ``counts[:, columns[:j]]`` (times weights);
+    ``columns`` None: every column in order."""
+    taken = counts if columns is None else np.take(counts, columns, axis=1)
     if weights is not None:
         taken = taken * weights
-    out = np.empty((counts.shape[0], columns.size + 1), dtype=taken.dtype)
+    out = np.empty((counts.shape[0], taken.shape[1] + 1), dtype=taken.dtype)
     out[:, 0] = 0
     np.cumsum(taken, axis=1, out=out[:, 1:])
     return out
@@ -134,7 +138,7 @@ class Prepared:
         self.data = data
         names = tuple(data.scores) if scores is None else scores
         self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct)) for s in names}
-        self.binnings = {s: _binning(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
+        self.binnings = {s: binning_of(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
                          for s in names if s in data.confidence}
         means = {k: v for k, v in data.row_means.items()  # (a mean of infinite rows, isotonic's NLL: null, no interval)
                  if ((model_level and "." not in k) or k.split(".", 1)[0] in names) and np.all(np.isfinite(v))}
@@ -237,40 +241,8 @@ class Prepared:
         return out
 
     # ---------------------------------------------------------------- calibration
-    def _calibration(self, binning: _Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
-        n = counts.sum(axis=1)  # rows in each resample
-        b = counts.shape[0]
-        rows = np.arange(b)[:, None]
-        weight = _cumulative(counts, binning.order)
-        confidence = _cumulative(counts, binning.order, binning.sorted_confidence)
-        hits = _cumulative(counts, binning.correct_rows)
-        # Equal-width bins: contiguous ranges of the sorted positions.
-        ends = binning.bin_ends
-        count = np.diff(weight[:, ends], axis=1, prepend=0).astype(np.float64)
-        bin_hits = np.diff(hits[:, binning.correct_before[ends]], axis=1, prepend=0).astype(np.float64)
-        bin_confidence = np.diff(confidence[:, ends], axis=1, prepend=0.0)
-        ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gaps = np.abs(bin_hits / count - bin_confidence / count)
-            rmsce = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0), axis=1) / n)
-        mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
-        # Equal-mass groups: the sorted position holding each group's last resampled row.
-        m = binning.group_ends[None, :] if (n == self.data.n).all() else _equal_mass_ends(n, self.data.bins)
-        position = _search_rows(weight, np.broadcast_to(m, (b, m.shape[1])), "left") - 1
-        start, end = binning.run_start[position], binning.run_end[position]
-        before = weight[rows, start]
-        run_weight = weight[rows, end] - before
-        hits_start = hits[rows, binning.correct_before[start]]
-        run_hits = hits[rows, binning.correct_before[end]] - hits_start
-        taken = m - before
-        hits_at = hits_start + taken * (run_hits / run_weight)
-        confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
-        group_hits = np.diff(hits_at, axis=1, prepend=0.0)
-        group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
-        aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
-        if self.data.aece_estimator == "mbls":
-            aece = self._mbls_aece(binning, n, weight, confidence, hits)
-        out = {"ece": ece, "rmsce": rmsce, "aece": aece, "mce": mce}
+    def _calibration(self, binning: Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
+        out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator)
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k)]
             if wanted:
@@ -283,14 +255,14 @@ class Prepared:
 
         return self.data.options or SimpleNamespace(bins=self.data.bins, aece_estimator=self.data.aece_estimator)
 
-    def _prepare_counted(self, computation: catalog.Metric, binning: _Binning):
+    def _prepare_counted(self, computation: catalog.Metric, binning: Binning):
         """A computation's ``resample_counts`` on a score's rows, in the order of confidence (the result
         does not depend on the rows' order: CONVENTIONS.md, "Numbers")."""
         correct = np.zeros(binning.order.size, dtype=bool)
         correct[binning.correct_rows] = True
         return computation.resample_counts(binning.sorted_confidence, correct[binning.order], self._options())
 
-    def _each_resample(self, computation: catalog.Metric, binning: _Binning, counts: np.ndarray,
+    def _each_resample(self, computation: catalog.Metric, binning: Binning, counts: np.ndarray,
                        score: str) -> dict[str, np.ndarray]:
         """The keys of a catalog computation of the confidence with no vectorised form here, on each
         resample: its ``resample_counts`` on the whole block (prepared once per score), else its
@@ -311,29 +283,82 @@ class Prepared:
                 values[key][i] = value
         return values
 
-    def _mbls_aece(self, binning: _Binning, n: np.ndarray, weight, confidence, hits) -> np.ndarray:
-        """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
-        :func:`selcal.metrics.calibration.mbls_adaptive_calibration_error` on the repeated rows).
 
-        The edges interpolate the resample's sorted confidences at positions j n / B: the
-        resampled row at position r is the original sorted position whose cumulative weight
-        passes r. Bins are (edge_b, edge_b+1], contiguous ranges of the original order.
-        """
-        b, n_bins = n.size, self.data.bins
-        rows = np.arange(b)[:, None]
-        sorted_confidence = binning.sorted_confidence
-        t = np.arange(n_bins + 1)[None, :] * (n[:, None] / n_bins)  # np.linspace(0, n, B + 1)
-        t[:, -1] = n
-        at = np.minimum(np.floor(t), n[:, None] - 1).astype(np.int64)
-        after = np.minimum(at + 1, n[:, None] - 1)
-        position = _search_rows(weight, at, "right") - 1
-        next_position = _search_rows(weight, after, "right") - 1
-        low, high = sorted_confidence[position], sorted_confidence[next_position]
-        edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
-        ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
-        bin_hits = np.diff(hits[rows, binning.correct_before[ends]], axis=1)
-        bin_confidence = np.diff(confidence[rows, ends], axis=1)
-        return np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
+def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray | None, n_bins: int,
+                   aece_estimator: str = calibration.AECE_ESTIMATORS[0], per_bin: bool = False) -> dict[str, np.ndarray]:
+    """ECE, RMS-CE, adaptive ECE and MCE of each resample of one probability score, from its rows'
+    multiplicities ``counts`` (b, n).
+
+    ``hit_counts`` (b, n): how many of each row's copies are correct in each resample (the
+    consistency resampling of :mod:`selcal.bootstrap.null` draws each copy's correctness), with a
+    ``binning`` whose rows are all correct (:func:`binning_of`); None: every copy of a correct row
+    is correct (the bootstrap). ``per_bin``: also each equal-width bin's count, hits and
+    confidence sum (``bin_count``, ``bin_hits``, ``bin_confidence``, (b, bins)).
+    """
+    n = counts.sum(axis=1)  # rows in each resample
+    b = counts.shape[0]
+    rows = np.arange(b)[:, None]
+    order = None if binning.in_order else binning.order  # (rows already sorted: no copy in that order)
+    weight = _cumulative(counts, order)
+    confidence = _cumulative(counts, order, binning.sorted_confidence)
+    hits = _cumulative(counts if hit_counts is None else hit_counts,
+                       None if binning.in_order and binning.all_correct else binning.correct_rows)
+    # Equal-width bins: contiguous ranges of the sorted positions.
+    ends = binning.bin_ends
+    count = np.diff(weight[:, ends], axis=1, prepend=0).astype(np.float64)
+    bin_hits = np.diff(hits[:, binning.correct_before[ends]], axis=1, prepend=0).astype(np.float64)
+    bin_confidence = np.diff(confidence[:, ends], axis=1, prepend=0.0)
+    ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gaps = np.abs(bin_hits / count - bin_confidence / count)
+        rmsce = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0), axis=1) / n)
+    mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
+    if aece_estimator == "mbls":
+        aece = _mbls_aece(binning, n, n_bins, weight, confidence, hits)
+    else:
+        # Equal-mass groups: the sorted position holding each group's last resampled row.
+        m = binning.group_ends[None, :] if (n == binning.order.size).all() else _equal_mass_ends(n, n_bins)
+        position = _search_rows(weight, np.broadcast_to(m, (b, m.shape[1])), "left") - 1
+        start, end = binning.run_start[position], binning.run_end[position]
+        before = weight[rows, start]
+        run_weight = weight[rows, end] - before
+        hits_start = hits[rows, binning.correct_before[start]]
+        run_hits = hits[rows, binning.correct_before[end]] - hits_start
+        taken = m - before
+        hits_at = hits_start + taken * (run_hits / run_weight)
+        confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
+        group_hits = np.diff(hits_at, axis=1, prepend=0.0)
+        group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
+        aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
+    out = {"ece": ece, "rmsce": rmsce, "aece": aece, "mce": mce}
+    if per_bin:
+        out.update(bin_count=count, bin_hits=bin_hits, bin_confidence=bin_confidence)
+    return out
+
+
+def _mbls_aece(binning: Binning, n: np.ndarray, n_bins: int, weight, confidence, hits) -> np.ndarray:
+    """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
+    :func:`selcal.metrics.calibration.mbls_adaptive_calibration_error` on the repeated rows).
+
+    The edges interpolate the resample's sorted confidences at positions j n / B: the
+    resampled row at position r is the original sorted position whose cumulative weight
+    passes r. Bins are (edge_b, edge_b+1], contiguous ranges of the original order.
+    """
+    b = n.size
+    rows = np.arange(b)[:, None]
+    sorted_confidence = binning.sorted_confidence
+    t = np.arange(n_bins + 1)[None, :] * (n[:, None] / n_bins)  # np.linspace(0, n, B + 1)
+    t[:, -1] = n
+    at = np.minimum(np.floor(t), n[:, None] - 1).astype(np.int64)
+    after = np.minimum(at + 1, n[:, None] - 1)
+    position = _search_rows(weight, at, "right") - 1
+    next_position = _search_rows(weight, after, "right") - 1
+    low, high = sorted_confidence[position], sorted_confidence[next_position]
+    edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
+    ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
+    bin_hits = np.diff(hits[rows, binning.correct_before[ends]], axis=1)
+    bin_confidence = np.diff(confidence[rows, ends], axis=1)
+    return np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
 
 
 def _equal_mass_ends(n: np.ndarray, n_bins: int) -> np.ndarray:

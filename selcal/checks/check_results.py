@@ -56,7 +56,7 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     if baseline is None and not maxima and not minima:
         raise SelcalError("nothing to check: give --baseline BASELINE.json and/or --max/--min bounds")
     models = {m["name"]: m for m in current["models"]}
-    current_metrics = [m for model in current["models"] for m in metrics_of(model).values()]
+    current_metrics = [m for model in current["models"] for m in metrics_of(model, groups=True).values()]
     require_matches([s for s, _ in maxima], current_metrics, "--max", current_path)
     require_matches([s for s, _ in minima], current_metrics, "--min", current_path)
     require_matches(only, current_metrics, "--metric", current_path)
@@ -89,10 +89,11 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
             notes.append(f"the intervals have different levels ({100 * levels[current_path]:g}% current, "
                          f"{100 * levels[baseline_path]:g}% baseline)")
         confidence = levels[current_path] or levels[baseline_path]
+        groups = any(spec.group is not None for spec in only)  # a group's metrics: judged when --metric names them
         for base_model, model in pairs:
-            ours = metrics_of(model)
+            ours = metrics_of(model, groups=groups)
             primary = primary_metrics(base_model)
-            for name, base in metrics_of(base_model).items():
+            for name, base in metrics_of(base_model, groups=groups).items():
                 if name not in ours:
                     raise SelcalError(
                         f"{current_path}: model '{model['name']}' has no {name}, which {baseline_path} has; "

@@ -101,6 +101,7 @@ class Metric:
     metric: str
     value: float | None
     ci: list[float] | None
+    group: str | None = None  # a metric within a group of rows (--group-col): named GROUP/score.metric
 
 
 def _number(value) -> float | None:
@@ -115,19 +116,38 @@ def _interval(value) -> list[float] | None:
     return None
 
 
-def metrics_of(model: dict[str, Any]) -> dict[str, Metric]:
-    """Every metric with a direction of a model's JSON dict, keyed by qualified name."""
+def metrics_of(model: dict[str, Any], groups: bool = False) -> dict[str, Metric]:
+    """Every metric with a direction of a model's JSON dict, keyed by qualified name; with ``groups``,
+    those of each group (``--group-col``) too, named ``GROUP/accuracy`` and ``GROUP/score.metric``."""
     out: dict[str, Metric] = {}
+    if groups and isinstance(model.get("groups"), dict):
+        for group, values in model["groups"].items():
+            if not isinstance(values, dict):
+                continue
+            group_ci = values.get("ci") if isinstance(values.get("ci"), dict) else {}
+            if "accuracy" in values:
+                out[f"{group}/accuracy"] = Metric(model["name"], f"{group}/accuracy", None, "accuracy",
+                                                  _number(values["accuracy"]), _interval(group_ci.get("accuracy")),
+                                                  group=str(group))
+            for name, metric in _score_metrics(model["name"], values.get("scores"), f"{group}/").items():
+                out[name] = Metric(**{**metric.__dict__, "group": str(group)})
     model_ci = model.get("ci") if isinstance(model.get("ci"), dict) else {}
     for key in MODEL_LEVEL:
         if key in model:
             out[key] = Metric(model["name"], key, None, key, _number(model[key]), _interval(model_ci.get(key)))
-    for score, values in model["scores"].items():
+    out.update(_score_metrics(model["name"], model["scores"]))
+    return out
+
+
+def _score_metrics(model: str, scores, prefix: str = "") -> dict[str, Metric]:
+    """The directed metrics of a ``scores`` dict (a model's, or a group's), named ``PREFIXscore.metric``."""
+    out: dict[str, Metric] = {}
+    for score, values in (scores if isinstance(scores, dict) else {}).items():
         if not isinstance(values, dict):
             continue
         score_ci = values.get("ci") if isinstance(values.get("ci"), dict) else {}
         for key, value in values.items():
             if better(key) is not None:
-                name = f"{score}.{key}"
-                out[name] = Metric(model["name"], name, score, key, _number(value), _interval(score_ci.get(key)))
+                name = f"{prefix}{score}.{key}"
+                out[name] = Metric(model, name, score, key, _number(value), _interval(score_ci.get(key)))
     return out

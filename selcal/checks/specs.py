@@ -7,7 +7,7 @@ read theirs with it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Iterable, Sequence
 
@@ -20,17 +20,22 @@ from .load import HIGHER_IS_BETTER, LOWER_IS_BETTER, Metric
 # ----------------------------------------------------------------------------- specs
 @dataclass(frozen=True)
 class Spec:
-    """Which metrics an option names: ``[MODEL:][SCORE.]METRIC``, or ``*`` for every metric."""
+    """Which metrics an option names: ``[MODEL:][GROUP/][SCORE.]METRIC``, or ``*`` for every metric.
+
+    A spec with a group names only that group's metrics (``--group-col``); one without, only the model's.
+    """
 
     text: str
     model: str | None
     score: str | None
     metric: str | None  # None: every metric
+    group: str | None = None
 
     def matches(self, metric: Metric) -> bool:
         return ((self.model is None or self.model == metric.model)
                 and (self.metric is None or self.metric == metric.metric)
-                and (self.score is None or self.score == metric.score))
+                and (self.score is None or self.score == metric.score)
+                and self.group == metric.group)
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -46,22 +51,37 @@ def parse_spec(text: str, option: str) -> Spec:
     CSV's column) are the same metric, and a family's value may be given in percent (``cov@5%``).
 
     >>> parse_spec("msp.cov@0.05", "--max")
-    Spec(text='msp.cov@0.05', model=None, score='msp', metric='cov@0.05')
+    Spec(text='msp.cov@0.05', model=None, score='msp', metric='cov@0.05', group=None)
     >>> parse_spec("aurc_max_logit", "--metric")
-    Spec(text='aurc_max_logit', model=None, score='max_logit', metric='aurc')
+    Spec(text='aurc_max_logit', model=None, score='max_logit', metric='aurc', group=None)
+
+    A group's metric (``--group-col``): ``GROUP/`` before it, or ``GROUP.`` before a score's.
+
+    >>> [(s.group, s.score, s.metric) for s in (parse_spec("shifted/msp.aurc", "--max"),
+    ...                                         parse_spec("shifted.msp.aurc", "--max"))]
+    [('shifted', 'msp', 'aurc'), ('shifted', 'msp', 'aurc')]
+    >>> parse_spec("shifted/accuracy", "--min").group
+    'shifted'
     """
     model, _, name = text.strip().rpartition(":")
     name = name.strip()
     model = model.strip() or None
+    group, slash, rest = name.rpartition("/")
+    if slash:  # a group's metric: shifted/msp.aurc, shifted/accuracy
+        name, group = rest.strip(), group.strip()
     if name == "*":
-        return Spec(text, model, None, None)
+        return Spec(text, model, None, None, group or None)
     # a registered score, or any other name before a metric with a direction: a score column (--score-col)
     score, metric = catalog.split_name(name)
+    if (not metric or better(metric) is None) and not slash and name.count(".") >= 2:
+        head, _, tail = name.partition(".")  # shifted.msp.aurc: the group before a score's metric
+        if better(catalog.split_name(tail)[1] or "") is not None and catalog.split_name(tail)[0] is not None:
+            return replace(parse_spec(f"{head}/{tail}", option), text=text, model=model)
     if not metric or better(metric) is None:
         known = ", ".join(LOWER_IS_BETTER + HIGHER_IS_BETTER + ("cov@R", "risk@C"))
         raise SelcalError(f"{option} {text}: '{metric or name}' is not a metric with a direction; "
                           f"use [SCORE.]METRIC with METRIC one of {known}")
-    return Spec(text, model, score, metric)
+    return Spec(text, model, score, metric, group or None)
 
 
 def parse_specs(texts: Iterable[str], option: str) -> list[Spec]:
@@ -127,6 +147,10 @@ def most_specific(bounds: Sequence[tuple[Spec, float]], metric: Metric) -> float
 def require_matches(specs: Iterable[Spec], metrics: Sequence[Metric], option: str, path: str) -> None:
     for spec in specs:
         if not any(spec.matches(m) for m in metrics):
+            entry = catalog.get(spec.metric) if spec.metric else None
+            if entry is not None and entry.null is not None:  # a key of the calibration test
+                raise SelcalError(f"{option} {spec.text}: {path} has no {spec.metric}; evaluate with "
+                                  f"--calibration-test M (e.g. 1000) to test calibration")
             raise SelcalError(f"{option} {spec.text}: {path} has no such metric; "
-                              "names look like msp.aurc (or aurc_msp, the CSV's column), aurc (every score), accuracy "
-                              "or MODEL:msp.aurc")
+                              "names look like msp.aurc (or aurc_msp, the CSV's column), aurc (every score), accuracy, "
+                              "MODEL:msp.aurc or GROUP/msp.aurc (a group's, --group-col)")

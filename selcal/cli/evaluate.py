@@ -37,6 +37,7 @@ def evaluate(
     bootstrap: int = typer.Option(RUN.bootstrap, "--bootstrap", metavar="B", help="Add percentile confidence intervals from B bootstrap resamples of the evaluation rows (e.g. 1000)."),
     bootstrap_refit: bool = typer.Option(RUN.bootstrap_refit, "--bootstrap-refit", help="Also resample the validation rows and refit every fitted score (T, p, ...) on every resample (slow)."),
     confidence: float = typer.Option(RUN.confidence, "--confidence", help="Level of the bootstrap intervals."),
+    calibration_test: int = shared("calibration_test"),
     sort_by: Optional[str] = typer.Option(None, "--sort-by", help=f"Leaderboard column to sort by (several models; any column of the CSV), best first. Default: the swept value with --sweep, else {DEFAULT_SORT} (the best AURC of every score)."),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="Write the leaderboard (one row per model) as CSV to PATH; '-' for stdout."),
     markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the leaderboard as a Markdown table to PATH; '-' for stdout."),

@@ -106,6 +106,11 @@ SHARED = {
     "pixels_per_image": dict(default=None, flags=("--pixels-per-image",), metavar="P",
                              help=f"Segmentation folders: labelled pixels drawn per image (default "
                                   f"{DEFAULT_PIXELS_PER_IMAGE}; 0 = all), the same for every model."),
+    "calibration_test": dict(default=DEFAULTS.calibration_test, flags=("--calibration-test",), metavar="M",
+                             help="Test calibration: the null distribution of ECE, adaptive ECE and smooth ECE of a "
+                                  "perfectly calibrated model with these confidences, from M draws (e.g. 1000; "
+                                  "seeded by --seed): the floor, the 95th percentile and the p-value of each "
+                                  "score's value (keys ece_floor, ece_null_q95, ece_p, ...). 0: off."),
     "quiet": dict(default=False, flags=("--quiet", "-q"), help="No table on the terminal (warnings still go to stderr)."),
 }
 
@@ -210,7 +215,7 @@ PANELS = {
                         "checkpoint", "num_classes"),
     "Metrics": ("bins", "risks", "coverages", "aurc_estimator", "aece_estimator"),
     "Guarantee": ("risk", "delta", "method", "per_class", "delta_per_group"),
-    "Intervals": ("bootstrap", "bootstrap_refit", "confidence"),
+    "Intervals": ("bootstrap", "bootstrap_refit", "confidence", "calibration_test"),
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
     "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
                 "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),

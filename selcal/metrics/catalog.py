@@ -32,7 +32,8 @@ import numpy as np
 from . import calibration, smooth
 
 __all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "better", "has_interval", "section",
-           "model_level", "computations", "definition_options", "need_logits", "FAMILIES", "split_name", "column"]
+           "model_level", "computations", "definition_options", "need_logits", "FAMILIES", "split_name", "column",
+           "tested_under_the_null", "NULL_STATISTICS"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class Metric:
         entry states). None: ``resample`` is called once per resample.
     keys : the keys one call of ``compute`` gives, in order (set by :func:`jointly` on every entry
         of a shared computation); empty: the entry's own key only.
+    null : (metric, statistic) for a summary of a metric's distribution under perfect calibration
+        (``--calibration-test``: ``ece_floor`` is ``("ece", "floor")``); None otherwise.
     """
 
     key: str
@@ -78,6 +81,7 @@ class Metric:
     resample: Callable[[np.ndarray, np.ndarray, object], float] | None = None
     resample_counts: Callable | None = None
     keys: tuple[str, ...] = ()
+    null: tuple[str, str] | None = None
 
     @property
     def family(self) -> bool:
@@ -133,6 +137,20 @@ def _smooth_resamples(confidence, correct, options):
 
 CATALOG: dict[str, Metric] = {}
 
+# The calibration test's summaries of a metric's null distribution (CONVENTIONS.md, "Calibration under the
+# null"): key suffix, label, unit and direction. The p-value is judged (check --min msp.ece_p=0.05: higher is
+# more consistent with calibration); the floor and the 95th percentile are shown, never judged.
+NULL_STATISTICS = (("floor", "{} floor", "pct", None), ("null_q95", "{} null 95%", "pct", None),
+                   ("p", "{} p-value", "num", False))
+
+
+def under_the_null(metric: Metric) -> tuple[Metric, ...]:
+    """The entries of the calibration test's keys of ``metric`` (``ece_floor``, ``ece_null_q95``, ``ece_p``):
+    no interval, shown only when present (``evaluate --calibration-test M``)."""
+    return tuple(Metric(f"{metric.key}_{suffix}", label.format(metric.label), unit=unit, lower_is_better=better_,
+                        interval=False, section=metric.section, options=metric.options, null=(metric.key, suffix))
+                 for suffix, label, unit, better_ in NULL_STATISTICS)
+
 
 def add(metric: Metric) -> Metric:
     """Add a metric to the catalog (its order is the order of the table's rows and the JSON's keys).
@@ -180,17 +198,22 @@ for _metric in (
     Metric("accuracy", "accuracy", lower_is_better=False, levels=("model", "score")),
     Metric("error", "error", levels=("model",)),
     # calibration of a top-label confidence
-    Metric("ece", "ECE", section="calibration", options=("bins",),
-           compute=lambda q, y, o: calibration.expected_calibration_error(q, y, o.bins)),
+    _ece := Metric("ece", "ECE", section="calibration", options=("bins",),
+                   compute=lambda q, y, o: calibration.expected_calibration_error(q, y, o.bins)),
+    *under_the_null(_ece),
     Metric("rmsce", "RMS-CE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.rms_calibration_error(q, y, o.bins)),
-    Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"), compute=_aece),
+    _aece_entry := Metric("aece", "adaptive ECE", section="calibration", options=("bins", "aece_estimator"),
+                          compute=_aece),
+    *under_the_null(_aece_entry),
     Metric("mce", "MCE", section="calibration", options=("bins",),
            compute=lambda q, y, o: calibration.maximum_calibration_error(q, y, o.bins)),
     # smooth ECE and its bandwidth σ*: one fixed-point search gives both
-    *jointly(Metric("smece", "smooth ECE", section="calibration"),
-             Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration"),
-             compute=_smooth, resample=_smooth_resample, resample_counts=_smooth_resamples),
+    *(_smooth_entries := jointly(
+        Metric("smece", "smooth ECE", section="calibration"),
+        Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration"),
+        compute=_smooth, resample=_smooth_resample, resample_counts=_smooth_resamples)),
+    *under_the_null(_smooth_entries[0]),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
     Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
@@ -203,7 +226,7 @@ for _metric in (
     Metric("temperature", "temperature T", unit="num", lower_is_better=None, interval=False),
 ):
     add(_metric)
-del _metric
+del _metric, _ece, _aece_entry, _smooth_entries
 
 FAMILIES = tuple(k for k in CATALOG if k.endswith("@"))
 
@@ -217,9 +240,13 @@ def get(key: str) -> Metric | None:
 
 
 def _split(key: str) -> tuple[str | None, str]:
-    """(score, metric) of ``msp.aurc``; (None, key) of ``aurc`` (the dot of ``cov@0.05`` is no score's)."""
+    """(score, metric) of ``msp.aurc``; (None, key) of ``aurc`` (the dot of ``cov@0.05`` is no score's); a
+    group's metric (``shifted/msp.aurc``, ``shifted/accuracy``) keeps its group with the score."""
+    group, slash, key = key.rpartition("/")
     score, dot, metric = key.partition(".")
-    return (score, metric) if dot and "@" not in score else (None, key)
+    if dot and "@" not in score:
+        return group + slash + score, metric
+    return (group + slash, key) if slash else (None, key)
 
 
 def split_name(text: str) -> tuple[str | None, str]:
@@ -286,10 +313,12 @@ def name(key: str) -> str:
     --------
     >>> name("aurc"), name("risk@0.5"), name("max_logit.cov@0.01")
     ('AURC', 'risk@cov 50%', 'max_logit cov@risk 1%')
+    >>> name("shifted/msp.aurc"), name("shifted/accuracy")
+    ('shifted/msp AURC', 'shifted/accuracy')
     """
     score, key = _split(key)
     if score is not None:
-        return f"{score} {name(key)}"
+        return f"{score}{'' if score.endswith('/') else ' '}{name(key)}"
     metric = get(key)
     if metric is None:
         return key
@@ -350,6 +379,17 @@ def computations() -> list[Metric]:
     [('ece',), ('rmsce',), ('aece',), ('mce',), ('smece', 'smece_sigma')]
     """
     return [m for m in CATALOG.values() if m.compute is not None and m.key == m.gives[0]]
+
+
+def tested_under_the_null() -> tuple[str, ...]:
+    """The metrics whose distribution under perfect calibration ``--calibration-test`` reports.
+
+    Examples
+    --------
+    >>> tested_under_the_null()
+    ('ece', 'aece', 'smece')
+    """
+    return tuple(dict.fromkeys(m.null[0] for m in CATALOG.values() if m.null is not None))
 
 
 def definition_options() -> tuple[str, ...]:

@@ -24,7 +24,8 @@ from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
 from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,
     leak_warnings, pixel_provenance, prime_allocator, split_column_warnings, split_rows, split_warnings)
 
-__all__ = ["data_warnings", "evaluate_dump", "fit_scores", "logit_kind", "measure_arrays"]
+__all__ = ["data_warnings", "evaluate_dump", "fit_scores", "logit_kind", "measure_arrays", "finish_scores",
+           "degenerate_warnings"]
 
 
 # ------------------------------------------------------------------------- metrics
@@ -195,12 +196,67 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
     if scale_means_nothing is not None:
         leave_out(result, scale_readers(options.scores, options), scale_means_nothing)
     _add_column_scores(result, columns or {}, options)
+    finish_scores(result, options)
     if groups is not None:
         result.groups = np.asarray(groups)
         result.extra["groups"] = _group_metrics(result, options)
     if options.errors_top:
         result.confident_errors = _confident_errors(result, options.errors_top, ids_of or (lambda r: r), images_of)
     return result
+
+
+def finish_scores(result: ModelResult, options: Options) -> None:
+    """Once every score of ``result`` is measured: the warnings about degenerate confidences
+    (:func:`degenerate_warnings`), then ``options.calibration_test`` (``--calibration-test M``: every
+    probability score's null distribution of ECE, adaptive ECE and smooth ECE,
+    :func:`selcal.bootstrap.null.add_calibration_test`)."""
+    result.warnings.extend(degenerate_warnings(result))
+    if options.calibration_test:
+        from ..bootstrap.null import add_calibration_test
+
+        add_calibration_test(result, options.calibration_test, options.seed, options)
+
+
+DEGENERATE_BELOW = 3  # a confidence with fewer distinct values on the evaluation rows is warned about
+
+
+def degenerate_warnings(result: ModelResult) -> list[str]:
+    """The scores whose values take fewer than 3 distinct values on the evaluation rows (CONVENTIONS.md,
+    "Degenerate confidences"), one warning for those with one value and one for those with two: what
+    their calibration and selective metrics then mean (they are reported as defined). The distinct
+    values are the tie groups of each score's risk-coverage curve.
+
+    Examples
+    --------
+    >>> import selcal
+    >>> model = selcal.evaluate_arrays([[0.0, -9.0], [0.0, -9.0], [-9.0, 0.0]], [0, 1, 1], scores="msp").models[0]
+    >>> print(degenerate_warnings(model)[0][:75])
+    msp: the confidence takes one value on the 3 evaluation rows (msp 0.999877)
+    """
+    found: dict[int, list[str]] = {1: [], 2: []}
+    for name, curve in result.curves.items():
+        if curve.thresholds.size < DEGENERATE_BELOW:
+            found[curve.thresholds.size].append(name)
+    out = []
+    for count, names in found.items():
+        if not names:
+            continue
+        n = result.curves[names[0]].n
+        values = "; ".join(f"{name} " + ", ".join(f"{v + 0.0:.6g}" for v in (
+            np.unique(result.confidences[name]) if name in result.confidences else result.curves[name].thresholds[::-1]))
+                           for name in names)
+        with_ece = [name for name in names if result.scores.get(name, {}).get("ece") is not None]
+        if count == 1:
+            ece = (f"the ECE of {_and(with_ece)} is |accuracy - confidence| ("
+                   + ", ".join(f"{100 * result.scores[name]['ece']:.2f}%" for name in with_ece) + "), and ")
+            selective = "the selective metrics are those of abstaining at random (AURC = the error rate)"
+        else:
+            ece = f"the ECE of {_and(with_ece)} is |accuracy - confidence| within each value's rows, and "
+            selective = "the selective metrics rank two groups of rows, at random within each"
+        out.append(f"{_and(names)}: the confidence takes {'one value' if count == 1 else 'only two values'} on the "
+                   f"{n} evaluation rows ({values}), as a model that gives no log-probabilities does: "
+                   f"{ece if with_ece else ''}{selective}; the metrics are reported as defined")
+    return out
 
 
 def _known_mean(values: np.ndarray) -> float:
@@ -252,19 +308,27 @@ def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> 
 
 
 def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
-    """Accuracy and the selective metrics of every score, within each group's rows."""
+    """Accuracy and the selective metrics of every score, within each group's rows (and a warning for a
+    score constant within a group, not constant overall)."""
     correct = result.rows.correct
     out = {}
+    constant_overall = {name for name, curve in result.curves.items() if curve.thresholds.size == 1}
     for group in sorted(set(result.groups.tolist())):
         members = result.groups == group
         group_correct = correct[members]
+        scores = {}
+        for name, values in result.score_values.items():
+            curve, scores[name] = _score_metrics(values[members], result.score_correct.get(name, correct)[members],
+                                                 options)
+            if curve.thresholds.size == 1 and curve.n > 1 and name not in constant_overall:
+                value = (result.confidences[name][members][0] if name in result.confidences else curve.thresholds[0])
+                result.warnings.append(f"{name}: the confidence is constant ({value + 0.0:.6g}) within group "
+                                       f"'{group}' ({curve.n} rows), so its selective metrics there are those of "
+                                       "abstaining at random (AURC = the group's error rate)")
         out[group] = {
             "n_eval": int(members.sum()),
             "accuracy": float(np.count_nonzero(group_correct) / group_correct.size),
-            "scores": {
-                name: _score_metrics(values[members], result.score_correct.get(name, correct)[members], options)[1]
-                for name, values in result.score_values.items()
-            },
+            "scores": scores,
         }
     return out
 

@@ -17,7 +17,7 @@ from ..io.lmeval import METADATA_KEY as LM_METADATA
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
-from .measure import LM_SCALE, _add_column_scores, _group_metrics, _measure, fit_scores
+from .measure import LM_SCALE, _add_column_scores, _group_metrics, _measure, finish_scores, fit_scores
 from .reduce import RowReduction, rows_per_chunk
 from .split import (SharedRows, _check_same_classes, _ensemble_provenance, _model_name, _provenance, _rows_of,
     _rule_name, check_ids, count_shared_rows, holdout_mask, image_holdout_mask, leak_warnings, pixel_provenance,
@@ -142,6 +142,7 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
         nll=None, brier=None, cece=None, warnings=split_warnings(n, None, n_ignored), extra=extra, rows=rows,
     )
     _add_column_scores(result, columns, column_options)
+    finish_scores(result, options)
     return result
 
 

@@ -125,11 +125,23 @@ def _group_table(model) -> str:
     out += [f"<th>AURC {_e(n)} (%)</th>" for n in names]
     out.append("</tr></thead><tbody>")
     for group, values in groups.items():
-        cells = "".join(f"<td>{_format(values['scores'].get(n, {}).get('aurc'), 'pct')}</td>" for n in names)
+        cells = "".join(f"<td>{_with_interval(values['scores'].get(n, {}), 'aurc')}</td>" for n in names)
         out.append(f"<tr><td>{_name(group)}</td><td>{values['n_eval']:,}</td>"
-                   f"<td>{_format(values['accuracy'], 'pct')}</td>{cells}</tr>")
+                   f"<td>{_with_interval(values, 'accuracy')}</td>{cells}</tr>")
     out.append("</tbody></table></div>")
+    if any("ci" in values for values in groups.values()):
+        out.append("<p class='note'>Under each value, its bootstrap interval (the rows resampled within each group; "
+                   "every other metric's in the JSON).</p>")
     return "".join(out)
+
+
+def _with_interval(metrics: dict, key: str) -> str:
+    """A percent value, and under it its bootstrap interval when the result has one (``--bootstrap``)."""
+    ci = (metrics.get("ci") or {}).get(key) if isinstance(metrics.get("ci"), dict) else None
+    text = _format(metrics.get(key), "pct")
+    if ci is None:
+        return text
+    return f"{text}<br><small>[{_format(ci[0], 'pct')}, {_format(ci[1], 'pct')}]</small>"
 
 
 def _errors_tables(model) -> str:

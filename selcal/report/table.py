@@ -191,20 +191,28 @@ def _column_note(name: str, metrics: dict) -> str:
         if metrics.get("probability_of_correct") else "")
 
 
-def _group_table(model: ModelResult):
-    """Per-group rows (``--group-col``): size, accuracy and every score's AURC within the group."""
+def _group_table(model: ModelResult, intervals: bool = False):
+    """Per-group rows (``--group-col``): size, accuracy and every score's AURC within the group; with
+    ``intervals``, their bootstrap intervals (resampled within each group) instead of the values."""
     from rich.table import Table
 
     from ..escape import terminal
 
     score_names = list(model.scores)
-    table = Table(show_edge=False, pad_edge=False, title="per group: accuracy and AURC of each score (%)",
-                  title_justify="left")
+    title = ("per group: bootstrap intervals of accuracy and AURC of each score, resampled within each group (%)"
+             if intervals else "per group: accuracy and AURC of each score (%)")
+    table = Table(show_edge=False, pad_edge=False, title=title, title_justify="left")
     for header in ("group", "rows", "accuracy", *score_names):
         table.add_column(terminal(header), justify="left" if header == "group" else "right")
+
+    def cell(values: dict, key: str) -> str:
+        if intervals:
+            return _interval_text(key, (values.get("ci") or {}).get(key))
+        return _format(values.get(key), catalog.unit(key))
+
     for group, values in model.extra["groups"].items():
-        table.add_row(terminal(group), str(values["n_eval"]), _format(values["accuracy"], catalog.unit("accuracy")),
-                      *(_format(values["scores"][n]["aurc"], catalog.unit("aurc")) for n in score_names))
+        table.add_row(terminal(group), str(values["n_eval"]), cell(values, "accuracy"),
+                      *(cell(values["scores"][n], "aurc") for n in score_names))
     return table
 
 
@@ -250,6 +258,10 @@ def render_intervals(result, console) -> None:
         if model_ci:
             console.print("  model: " + ", ".join(f"{metric_label(k)} {_interval_text(k, ci)}" for k, ci in model_ci.items()),
                           soft_wrap=True)
+        if any("ci" in values for values in (model.extra.get("groups") or {}).values()):
+            table = _group_table(model, intervals=True)
+            console.print(table if measure_width(console, table) <= console.width else
+                          "  per group: the intervals are in the JSON (too wide for this terminal)", soft_wrap=True)
         console.print()
 
 

@@ -162,7 +162,8 @@ class DumpWriter:
             raise SelcalError(f"{where}: logits row {row} holds {what} for class {k}; logits must be finite")
         if self.dtype is None:
             self.dtype = values.dtype.name
-        stored = values.astype(self.dtype, copy=False)
+        with np.errstate(over="ignore"):  # a value beyond the type's range is refused below, in one line, not warned of
+            stored = values.astype(self.dtype, copy=False)
         if stored.dtype != values.dtype and not np.array_equal(stored.astype(values.dtype), values):
             raise SelcalError(f"{where}: {values.dtype} logits would change as {self.dtype}, the dump's type; "
                               f"pass dtype='{values.dtype}' to DumpWriter (or convert them yourself)")
