@@ -43,7 +43,7 @@ print(json.dumps({"seconds": time.perf_counter() - wall, "cpu_seconds": time.pro
 
 def command(draws: int, out: str) -> float:
     """Wall time of the whole command line, from the interpreter's start."""
-    argv = [sys.executable, "-m", "selcal", "evaluate", str(SAMPLE), "--json", out, "--quiet"]
+    argv = [sys.executable, "-m", "selcal.cli", "evaluate", str(SAMPLE), "--json", out, "--quiet"]
     if draws:
         argv += ["--calibration-test", str(draws)]
     start = time.perf_counter()

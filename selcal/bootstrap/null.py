@@ -118,7 +118,7 @@ def calibration_nulls(confidences: Mapping[str, np.ndarray], *, draws: int, seed
     binnings = {name: binning_of(q, np.ones(n, dtype=bool), bins) for name, q in sorted_q.items()}
     values = {name: {m: np.empty(draws) for m in tested} for name in sorted_q}
     gaps = {name: np.empty((draws, bins)) for name in sorted_q} if keep_band else {}
-    grids: dict[str, tuple[int, float]] = {}
+    grids: dict[str, tuple] = {}  # per score: the binning grid, the search's start, the spreading matrix
     done = 0
     for positions, uniforms in null_draws(n, draws, seed):
         b = positions.shape[0]
@@ -140,13 +140,15 @@ def calibration_nulls(confidences: Mapping[str, np.ndarray], *, draws: int, seed
                                                  np.nan)
             if "smece" in values[name]:
                 if name not in grids:  # a few draws searched from scratch: the grid for their σ*, and a start
-                    grids[name] = _pilot(q, counts[:_PILOT], hit_counts[:_PILOT])
-                n_grid, guess = grids[name]
+                    n_grid, guess = _pilot(q, counts[:_PILOT], hit_counts[:_PILOT])
+                    grids[name] = n_grid, guess, smooth.spreading(q, n_grid)
+                n_grid, guess, spread = grids[name]
                 residuals = hit_counts - counts * q
                 positive = hit_counts @ (1.0 - q)  # the copies' residuals c - q: 1 - q when correct ...
                 negative = -((counts - hit_counts) @ q)  # ... -q when wrong
                 values[name]["smece"][block] = smooth.smooth_ece_many(
-                    q, residuals, totals, positive=positive, negative=negative, n_grid=n_grid, guess=guess)[0]
+                    q, residuals, totals, positive=positive, negative=negative, n_grid=n_grid, guess=guess,
+                    spread=spread)[0]
         done += b
     out = {}
     for name in sorted_q:

@@ -422,6 +422,19 @@ def _sample_points(sigma: np.ndarray, n_grid: int) -> np.ndarray:
     return np.minimum(chosen, n_grid).astype(np.int64)
 
 
+def spreading(q, n_grid: int):
+    """(G + 1) x N sparse: row j's unit mass spread linearly onto the two grid points around q_j (as
+    :func:`_circle_spectrum` spreads it); the same for every weighting of the same rows."""
+    from scipy import sparse
+
+    u = np.clip(np.asarray(q, dtype=np.float64), 0.0, 1.0) * n_grid
+    left = np.minimum(np.floor(u).astype(np.int64), n_grid - 1)
+    frac = u - left
+    return sparse.csr_matrix((np.concatenate((1.0 - frac, frac)),
+                              (np.concatenate((left, left + 1)), np.tile(np.arange(u.size), 2))),
+                             shape=(n_grid + 1, u.size))
+
+
 class _ManyWeightings:
     """smECE_σ of b weightings of the same sorted rows, each at its own σ.
 
@@ -432,16 +445,10 @@ class _ManyWeightings:
     (the kernel's spectrum, exp(-(π σ j)² / 2), is below e^-170 beyond L >= 6/σ: nothing is lost), one
     inverse type-1 DCT (the samples of g at the L + 1 points t = i/L) and the trapezoid rule."""
 
-    def __init__(self, q, residuals, totals, n_grid: int):
-        from scipy import fft, sparse
+    def __init__(self, q, residuals, totals, n_grid: int, spread=None):
+        from scipy import fft
 
-        u = np.clip(q, 0.0, 1.0) * n_grid
-        left = np.minimum(np.floor(u).astype(np.int64), n_grid - 1)
-        frac = u - left
-        n = q.size
-        spread = sparse.csr_matrix((np.concatenate((1.0 - frac, frac)),
-                                    (np.concatenate((left, left + 1)), np.tile(np.arange(n), 2))),
-                                   shape=(n_grid + 1, n))
+        spread = spreading(q, n_grid) if spread is None else spread
         mass = np.ascontiguousarray(np.asarray(spread @ residuals.T).T)  # (b, G + 1)
         mass[:, 0] *= 2.0  # x = 0 and x = 1 are their own mirror images: their mass counts twice
         mass[:, n_grid] *= 2.0
@@ -466,7 +473,7 @@ class _ManyWeightings:
 
 
 def smooth_ece_many(confidence, residuals, totals, *, positive=None, negative=None, n_grid: int = MANY_GRID,
-                    guess: float | None = None, xtol: float = 1e-8) -> tuple[np.ndarray, np.ndarray]:
+                    guess: float | None = None, xtol: float = 1e-8, spread=None) -> tuple[np.ndarray, np.ndarray]:
     """smECE at its fixed point of many weightings of the same rows at once: (values, σ*), each (b,).
 
     Parameters
@@ -481,6 +488,7 @@ def smooth_ece_many(confidence, residuals, totals, *, positive=None, negative=No
     guess : a σ near most weightings' σ* (e.g. from a few of them): each search starts there, two
         evaluations bracket σ*. Without it, σ* is bracketed as :func:`smooth_ece` brackets it.
     xtol : σ*'s tolerance.
+    spread : ``spreading(confidence, n_grid)``, when the caller keeps it for several calls.
 
     Every step evaluates smECE_σ of all the weightings still searching, in one batched inverse FFT per
     size (see :class:`_ManyWeightings`), then false position on log σ with the Illinois rule. smECE_σ
@@ -510,7 +518,7 @@ def smooth_ece_many(confidence, residuals, totals, *, positive=None, negative=No
     cancel = ~one_sign & (np.max(np.abs(at_each_confidence), axis=1, initial=0.0) <= 1e-15 * (positive - negative))
     searching = np.flatnonzero(~one_sign & ~cancel)
     if searching.size:
-        at = _ManyWeightings(q, residuals[searching], totals[searching], n_grid)
+        at = _ManyWeightings(q, residuals[searching], totals[searching], n_grid, spread)
         upper = (positive - negative)[searching] / totals[searching]
         values[searching], sigmas[searching] = _fixed_points(at, upper, xtol, guess)
     return values, sigmas
