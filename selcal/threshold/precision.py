@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import SelcalError
 from ..options import THRESHOLD_DTYPES
 
 __all__ = ["DTYPES", "DEFAULT_DTYPE", "softmax_confidence_float32", "ChunkWatcher"]
@@ -56,8 +57,9 @@ class ChunkWatcher:
     confidence. ``state`` gives the fitted state once the fit is done (the chunks are read after it).
     """
 
-    def __init__(self, *, softmax=None, state=lambda: None, dtype: str = DEFAULT_DTYPE):
-        self._softmax, self._state, self._dtype = softmax, state, dtype
+    def __init__(self, *, softmax=None, state=lambda: None, dtype: str = DEFAULT_DTYPE, where: str = ""):
+        self._softmax, self._state, self._dtype, self._where = softmax, state, dtype, where
+        self._seen = 0  # rows watched so far
         self._confidence: list[np.ndarray] = []
         self._pred: list[np.ndarray] = []
         self._labels: list[np.ndarray] = []
@@ -67,12 +69,27 @@ class ChunkWatcher:
 
         for logits, labels in chunks:
             logits = np.asarray(logits)
-            self._pred.append(np.argmax(logits.astype(self._dtype, copy=False), axis=1))
+            with np.errstate(over="ignore"):  # (-1e39 is -inf in float32, harmless; +1e39 is refused below)
+                self._pred.append(np.argmax(logits.astype(self._dtype, copy=False), axis=1))
             self._labels.append(np.asarray(labels))
             if self._softmax is not None:
                 z, beta, _ = self._softmax(ChunkTerms(np.asarray(logits, dtype=np.float64)), self._state())
-                self._confidence.append(softmax_confidence_float32(z, beta)[0])
+                with np.errstate(over="ignore", invalid="ignore"):
+                    confidence = softmax_confidence_float32(z, beta)[0]
+                self._refuse_overflow(confidence, logits)
+                self._confidence.append(confidence)
+            self._seen += len(logits)
             yield logits, labels
+
+    def _refuse_overflow(self, confidence: np.ndarray, logits: np.ndarray) -> None:
+        """A row whose float32 softmax is NaN: a finite float64 logit (or β z) beyond float32's range,
+        which a float32 service makes inf too; nothing can be certified for it at that precision."""
+        bad = np.flatnonzero(~np.isfinite(confidence))
+        if bad.size:
+            row = int(bad[0])
+            raise SelcalError(f"{self._where}: row {self._seen + row} of the rows scored: its largest logit "
+                              f"{np.max(logits[row]):g} (times the score's scale) is beyond float32's range "
+                              "(3.4e38), and a float32 softmax of it is NaN; use --dtype float64 for these logits")
 
     def predictions(self) -> np.ndarray:
         """The predicted class of every row seen (int64)."""

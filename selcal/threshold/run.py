@@ -447,7 +447,7 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     states = fit_scores(None if fit is None else fit[0], None if fit is None else fit[1], run, where=where,
                         warnings=warnings)
     watcher = ChunkWatcher(softmax=entry.softmax if dtype == "float32" else None, state=lambda: states.get(name),
-                           dtype=dtype)
+                           dtype=dtype, where=where)
     result = _measure(watcher.watch(chunks), n_classes, states, options=run, name=where, path=where, split="none",
                       n_val=0 if fit is None else int(fit[1].size), warnings=warnings,
                       extra=None if input_kind == "logits" else {"input": input_kind},  # (no warning on it)
