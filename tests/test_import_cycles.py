@@ -2,7 +2,8 @@
 
 A cycle hidden in a function body is still a cycle (two modules that need each other): the
 fix is a third, lower module holding what they share. The graph is read from the source (AST),
-so it sees every import, wherever it is written.
+so it sees every import, wherever it is written, except under ``if TYPE_CHECKING:``: those lines
+never run (a type checker reads them), so they make no module need another.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the selcal modules it imports (a package counts as its __init__)."""
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
@@ -28,7 +34,10 @@ def import_graph() -> dict[str, set[str]]:
         is_package = path.name == "__init__.py"
         base = name.split(".") if is_package else name.split(".")[:-1]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for block in [n for n in ast.walk(tree) if isinstance(n, ast.If) and _type_checking(n.test)]:
+            block.body = []  # what only a type checker reads
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
