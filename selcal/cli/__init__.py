@@ -68,33 +68,66 @@ def run() -> None:
     """Console entry point: usage errors as one ``selcal: error:`` line, exit status 2.
 
     Ctrl-C prints ``selcal: aborted`` and exits 130, SIGTERM ``selcal: terminated`` and 143, after
-    the temporary files of the outputs are removed.
+    the temporary files of the outputs are removed; also when the signal comes while an error is
+    being reported. Once the status is known, a signal ends the exit at once with that status
+    (never Python's default action, which died by the signal while the interpreter shut down).
     """
-    import signal
-
     catch_signals()
     try:
-        code = app(standalone_mode=False, prog_name="selcal")  # (also as python -m selcal.cli)
-    except Signalled as exc:
-        for name in SIGNAL_LINES:  # a second signal now would cut the line short
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
-        line = SIGNAL_LINES.get(signal.Signals(exc.signum).name, "selcal: aborted")
-        typer.echo(line, err=True)
-        code = 128 + exc.signum
+        try:
+            code = _invoke()
+        except Signalled as exc:
+            code = _stopped(exc)
+    except Signalled as exc:  # a second signal while the first one's line was printed
+        code = _stopped(exc)
+    _exit_with(code if isinstance(code, int) else 0)
+
+
+def _invoke():
+    """Run the command: its status, or the status of its one-line error."""
+    try:
+        return app(standalone_mode=False, prog_name="selcal")  # (also as python -m selcal.cli)
     except typer.Exit as exc:
-        code = exc.exit_code
+        return exc.exit_code
     except typer.Abort:
         say("selcal: aborted")
-        code = 130
+        return 130
     except MemoryError:  # the readers bound what they decode; what is left (e.g. many huge inputs at once)
         say("selcal: error: out of memory; evaluate fewer or smaller inputs at once, or give Parquet dumps "
             "(read by row batches)")
-        code = 2
+        return 2
     except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
         if not hasattr(exc, "format_message"):
             raise
         message = exc.format_message().strip()
         if message:  # (no arguments at all: the help was printed, nothing to add)
             say(f"selcal: error: {message} (see {_command_path(exc)} --help)")
-        code = getattr(exc, "exit_code", 2)
-    sys.exit(code if isinstance(code, int) else 0)
+        return getattr(exc, "exit_code", 2)
+
+
+def _stopped(exc: Signalled) -> int:
+    """The one line of a signal, and its status (128 + the signal's number)."""
+    import signal
+
+    for name in SIGNAL_LINES:  # a second signal now would cut the line short
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    typer.echo(SIGNAL_LINES.get(signal.Signals(exc.signum).name, "selcal: aborted"), err=True)
+    return 128 + exc.signum
+
+
+def _exit_with(code: int) -> None:
+    """Exit with ``code``; a signal from now on (the interpreter's shutdown: flushing the streams, ending
+    the figure workers' server) ends the process at once with the same status, saying nothing more."""
+    import os
+    import signal
+
+    def end(signum, frame):
+        os._exit(code)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGALRM", None)):  # (SIGALRM: a re-raised signal)
+        if signum is not None:
+            try:
+                signal.signal(signum, end)
+            except Signalled:  # (one that came between two of these lines: the run is over all the same)
+                signal.signal(signum, end)
+    sys.exit(code)

@@ -22,7 +22,7 @@ from typing import Any
 from ..metrics import calibration
 from ..errors import SelcalError
 from ..pipeline.measure import logit_kind
-from ..writers.output import Outputs
+from ..writers.output import Outputs, signals_held
 from ..options import FIGURE_FAMILIES, parse_figures  # noqa: F401  (FIGURE_FAMILIES re-exported)
 from ..scores import REGISTRY
 from .pnorm import figure_pnorm_given_vmax, figure_pnorm_search, pnorm_rows
@@ -277,8 +277,8 @@ def _context():
 
     try:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__, "matplotlib.figure", "matplotlib.backends.backend_agg",
-                                        "scipy.stats"])
+        context.set_forkserver_preload(["selcal.figures.forkserver", __name__, "matplotlib.figure",
+                                        "matplotlib.backends.backend_agg", "scipy.stats"])
         return context
     except ValueError:
         return multiprocessing.get_context("spawn")
@@ -292,14 +292,20 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
             yield _draw(job, models, fmt)
         return
     shipped = pickle.dumps(list(models), protocol=pickle.HIGHEST_PROTOCOL)
-    pool = _context().Pool(workers, initializer=_worker_start, initargs=(shipped,))
+    pool = None
     try:
+        # A signal while the pool starts waits until it has started, so that the ``finally`` ends its workers:
+        # cut in the middle, the workers already forked outlived the run and failed on its vanished semaphores.
+        with signals_held():
+            pool = _context().Pool(workers, initializer=_worker_start, initargs=(shipped,))
         # One job at a time to a free worker (figures differ in cost by 10x); results in plan order.
         yield from pool.imap(_worker_draw, [(job, fmt) for job in jobs], chunksize=1)
         pool.close()
     finally:
-        pool.terminate()  # on an error or a signal: no worker outlives the run
-        pool.join()
+        if pool is not None:
+            with signals_held():  # no worker outlives the run, on an error or a signal
+                pool.terminate()
+                pool.join()
 
 
 def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..errors import SelcalError
 
-__all__ = ["Outputs", "Target", "classify", "input_identities", "atomic_write"]
+__all__ = ["Outputs", "Target", "classify", "input_identities", "atomic_write", "signals_held"]
 
 STDOUT = "-"
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/%d/fd)/(\d+)$" % os.getpid())
@@ -267,7 +267,7 @@ def _cannot_write(shown: str, exc: OSError) -> SelcalError:
 
 
 @contextmanager
-def _signals_held():
+def signals_held():
     """SIGINT and SIGTERM wait until the block ends (a few renames or unlinks must not be cut).
 
     Deferred in Python, not with a signal mask: a mask holds only this thread, and a signal sent
@@ -420,7 +420,7 @@ class Outputs:
             os.umask(umask)
             previous = 0o666 & ~umask
         remove_stale_staging(target.real)
-        with _signals_held():  # a signal between creating the file and recording it would leave it behind
+        with signals_held():  # a signal between creating the file and recording it would leave it behind
             try:
                 handle, target.temp = tempfile.mkstemp(prefix=staging_prefix(target.real), suffix=".tmp",
                                                        dir=folder)
@@ -443,7 +443,7 @@ class Outputs:
             for target in self.staged:
                 if target.kind != "file":
                     self._write_stream(target)
-            with _signals_held():
+            with signals_held():
                 for target in self.staged:
                     if target.kind == "file":
                         try:
@@ -459,7 +459,7 @@ class Outputs:
 
     def discard(self) -> None:
         """Remove every temporary file and every (still empty) folder this transaction made."""
-        with _signals_held():
+        with signals_held():
             for target in self.staged:
                 if target.temp is not None:
                     try:
