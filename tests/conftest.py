@@ -229,9 +229,11 @@ def result_schema_errors(document: dict) -> list[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def every_results_json_follows_its_schema():
-    """Every results JSON the test suite writes (``EvaluationResult.to_json``: the CLI's ``--json``, the
-    API's, the report's) is checked against the published JSON Schema as it is written; an invalid one
-    fails the test that wrote it. Without the ``jsonschema`` package (the test extra) nothing is checked."""
+    """Every results JSON the test suite writes is checked against the published JSON Schema: in this
+    process as it is written (``EvaluationResult.to_json``: the CLI's ``--json``, the API's, the
+    report's), and the file (or standard output) of a ``selcal ... --json`` command run through
+    ``subprocess.run``; an invalid one fails the test that wrote it. Without the ``jsonschema``
+    package (the test extra) nothing is checked."""
     try:
         _result_validator()
     except ImportError:
@@ -248,9 +250,42 @@ def every_results_json_follows_its_schema():
             raise AssertionError("the results JSON breaks selcal/schema/result-1.json: " + "; ".join(errors[:5]))
         return text
 
+    import subprocess
+
+    started = subprocess.run
+
+    def run_then_check(args, *positional, **keywords):
+        """A ``selcal ... --json PATH`` run in a subprocess (outside this process's to_json): its file,
+        or its standard output for ``--json -``, checked once the command succeeded."""
+        done = started(args, *positional, **keywords)
+        words = [str(a) for a in args] if isinstance(args, (list, tuple)) else []
+        if done.returncode == 0 and "--json" in words[:-1] and any("selcal" in w for w in words):
+            target = words[words.index("--json") + 1]
+            text = done.stdout if target in ("-", "/dev/stdout") else (
+                Path(target).read_text() if Path(target).is_file() else None)
+            if isinstance(text, bytes):
+                text = text.decode()
+            document = _json_document(text)
+            if isinstance(document, dict) and document.get("schema") == 1 and "models" in document:
+                errors = result_schema_errors(document)
+                if errors:
+                    raise AssertionError(f"{target} breaks selcal/schema/result-1.json: " + "; ".join(errors[:5]))
+        return done
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(EvaluationResult, "to_json", checked)
+        patch.setattr(subprocess, "run", run_then_check)
         yield
+
+
+def _json_document(text):
+    """The JSON of ``text`` (a results JSON printed alone), or None."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def is_number(value) -> bool:

@@ -89,3 +89,17 @@ def test_a_results_json_that_breaks_the_schema_fails_the_test_that_writes_it():
     result.models[0].n_eval = -1
     with pytest.raises(AssertionError, match="n_eval"):
         result.to_json()
+
+
+def test_a_results_json_a_subprocess_writes_is_checked_too(tmp_path):
+    import subprocess
+    import sys
+
+    good = tmp_path / "good.json"
+    done = subprocess.run([sys.executable, "-m", "selcal.cli", "evaluate", str(GOLDEN.parents[2] / "sample_logits" /
+                           "markus93_densenet40_c10.parquet"), "--scores", "msp", "--json", str(good), "--quiet"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and result_schema_errors(json.loads(good.read_text())) == []
+    printed = "import json; print(json.dumps({'schema': 1, 'selcal': 'x', 'models': []}))"  # as `--json -` would
+    with pytest.raises(AssertionError, match="breaks selcal/schema/result-1.json: models"):
+        subprocess.run([sys.executable, "-c", printed, "selcal", "--json", "-"], capture_output=True, text=True)
