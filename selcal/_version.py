@@ -1,3 +1,3 @@
 """The version of selcal (one place: the package, the JSON and the report read it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -61,3 +61,24 @@ def test_the_source_distribution_runs_its_own_tests_after_unpacking(dist, tmp_pa
                           "tests/golden/test_golden_compare.py", "tests/docs/test_docs.py"],
                          cwd=top, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_pip_installs_selcal_from_a_git_url_pinned_to_a_tag(tmp_path):
+    """The README's install line for another project or a CI job, with this repository as the remote."""
+    from selcal import __version__
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked source distribution)")
+    clone = tmp_path / "remote"
+    git = lambda *args, cwd=clone: subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,  # noqa: E731
+                                                  check=True)
+    git("clone", "--quiet", "--no-local", str(ROOT), str(clone), cwd=tmp_path)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "tag", f"v{__version__}")
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                             f"selcal @ git+file://{clone}@v{__version__}"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    installed = (target / "selcal" / "_version.py").read_text()
+    assert f'"{__version__}"' in installed
+    assert not (target / "tests").exists() and not (target / "sample_logits").exists()
