@@ -105,7 +105,7 @@ def train_and_predict(alpha: float, train, parts, args):
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.train_seed)
     x_train = torch.from_numpy(train[0])
     y_train = torch.from_numpy(train[1])
     d, k = x_train.shape[1], args.classes
@@ -120,7 +120,7 @@ def train_and_predict(alpha: float, train, parts, args):
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=args.lr, epochs=args.epochs,
                                                    steps_per_epoch=steps_per_epoch)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=alpha)
-    order_rng = torch.Generator().manual_seed(args.seed + 1)  # same batches for every alpha
+    order_rng = torch.Generator().manual_seed(args.train_seed + 1)  # same batches for every alpha
     for _ in range(args.epochs):
         model.train()
         order = torch.randperm(len(y_train), generator=order_rng)
@@ -154,7 +154,8 @@ def write_dump(path: Path, alpha: float, logits: dict, parts: dict, args) -> Non
         f" and scaled by {args.shift_scale:g}" if args.shift_scale != 1 else "")
     noise = (f"; {args.label_noise:g} of training labels and {args.eval_label_noise:g} of val/test labels "
              "redrawn uniformly" if args.label_noise or args.eval_label_noise else "; no label noise")
-    recipe = {key: value for key, value in sorted(vars(args).items()) if key not in ("out", "dry_run", "alphas")}
+    recipe = {key: value for key, value in sorted(vars(args).items())
+              if key not in ("out", "dry_run", "alphas", "no_summary")}
     metadata = {
         "selcal.source": "scripts/train_ls_pair.py (this repository)",
         "selcal.model": (f"MLP {args.depth}x{args.width} ReLU, {args.epochs} epochs of SGD (Nesterov, one-cycle), "
@@ -215,7 +216,11 @@ def main(argv=None) -> int:
     ap.add_argument("--alphas", default="0,0.05,0.1,0.2", help="the label-smoothing levels (default 0,0.05,0.1,0.2)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default sample_logits/)")
     ap.add_argument("--dry-run", action="store_true", help="train and print, write nothing")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the data (and of training, without --train-seed)")
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="seed of the initial weights and batch order only (default --seed): runs that differ in it "
+                         "share the val/test rows; the files are then named lspair_alpha<alpha>_seed<train-seed>")
+    ap.add_argument("--no-summary", action="store_true", help="skip the summary (needs selcal importable)")
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--clusters", type=int, default=3, help="Gaussian clusters per class")
@@ -236,6 +241,9 @@ def main(argv=None) -> int:
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     args = ap.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
+    seeded = args.train_seed is not None
+    if not seeded:
+        args.train_seed = args.seed
 
     began = time.perf_counter()
     train, parts = make_data(args)
@@ -244,12 +252,14 @@ def main(argv=None) -> int:
     paths = []
     for alpha in alphas:
         logits, train_acc = train_and_predict(alpha, train, parts, args)
-        path = out / f"lspair_alpha{alpha:g}.parquet"
+        path = out / (f"lspair_alpha{alpha:g}_seed{args.train_seed}.parquet" if seeded
+                      else f"lspair_alpha{alpha:g}.parquet")
         write_dump(path, alpha, logits, parts, args)
         paths.append(path)
         print(f"alpha={alpha:g}: train accuracy {100 * train_acc:.2f}%  ({time.perf_counter() - began:.0f} s)")
     print(f"written to {out}")
-    summarise(paths)
+    if not args.no_summary:
+        summarise(paths)
     total = sum(p.stat().st_size for p in paths)
     note = " (dry run: temporary)" if args.dry_run else ""
     print(f"{total / 1024:.0f} kB in {len(paths)} files under {out}{note}")
