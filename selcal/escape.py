@@ -14,6 +14,8 @@ is written to: one rule per medium, and every renderer calls these.
   the markup characters themselves are escaped by :mod:`xml.etree.ElementTree`.
 * :func:`html_text` and :func:`html_name`: text inside HTML (an element or a quoted attribute),
   and a name there that may break over lines at its natural points first.
+* :func:`latex_text`: text inside a LaTeX table (a cell, a header): the ten special characters
+  ``_ % & # $ { } ~ ^ \`` as their commands, not-printable characters as escapes.
 
 References
 ----------
@@ -27,7 +29,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "terminal", "csv_cell", "markdown_text", "code_span", "xml_text", "html_text", "html_name"]
+__all__ = ["printable", "terminal", "csv_cell", "markdown_text", "code_span", "xml_text", "html_text", "html_name",
+           "latex_text"]
 
 
 def _escape_char(ch: str) -> str:
@@ -164,3 +167,18 @@ def html_name(text) -> str:
     """
     escaped = html_text(text)
     return _NATURAL_BREAK.sub(r"\1<wbr>", escaped[:-1]) + escaped[-1:]
+
+
+_LATEX = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$",
+          "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_text(text) -> str:
+    r"""User text inside LaTeX (a table cell, a header): each special character as the command that
+    prints it, so a name can neither break the table nor run a command; not-printable characters
+    become escapes (:func:`printable`), whose backslash is then printed too.
+
+    >>> print(latex_text("ls_0.1 & 5% #1 $x$ {a} ~^\\"))
+    ls\_0.1 \& 5\% \#1 \$x\$ \{a\} \textasciitilde{}\textasciicircum{}\textbackslash{}
+    """
+    return "".join(_LATEX.get(ch, ch) for ch in printable(text))

@@ -44,7 +44,9 @@ class ModelResult:
     value on the evaluation rows, and ``rows`` the per-row reduction
     (:class:`selcal.api.RowReduction`: correctness, log-MSP, NLL, Brier, ...) for
     bootstrap and plots. None of these three is written to JSON, nor ``confident_errors``
-    (score name -> :class:`selcal.metrics.diagnostics.ConfidentErrors`, the most confident errors).
+    (score name -> :class:`selcal.metrics.diagnostics.ConfidentErrors`, the most confident errors),
+    nor ``row_ids`` (the ids of the evaluation rows in their order, when the file has ids: a
+    study pairs the rows of several runs by them).
     """
 
     name: str
@@ -74,6 +76,7 @@ class ModelResult:
     states: dict[str, Any] = field(default_factory=dict, repr=False)  # fitted state of each fitted score
     # --calibration-test: each probability score's null distributions (selcal.bootstrap.null.CalibrationNull)
     calibration_nulls: dict[str, Any] = field(default_factory=dict, repr=False)
+    row_ids: Any = field(default=None, repr=False)  # the id of each evaluation row (None: the file has none)
 
     def add_score(self, name: str, metrics: dict[str, Any], curve=None, values=None) -> None:
         self.scores[name] = metrics

@@ -130,14 +130,23 @@ def _cumulative(counts: np.ndarray, columns: np.ndarray, weights: np.ndarray | N
 
 
 class Prepared:
-    """Everything sorted once; :meth:`metrics` evaluates a block of resamples."""
+    """Everything sorted once; :meth:`metrics` evaluates a block of resamples.
 
-    def __init__(self, data: RowData, scores: tuple[str, ...] | None = None, model_level: bool = True):
+    ``keys``: the metric keys wanted (None: every one); a key left out may be missing from the
+    output, and the computations only it needs (FPR@95%TPR's search, adaptive ECE, MCE, RMSCE,
+    smooth ECE on every resample) are skipped. The keys computed are the same numbers either way.
+    A score of ``scores`` that ``data`` holds only a confidence of gets its calibration only.
+    """
+
+    def __init__(self, data: RowData, scores: tuple[str, ...] | None = None, model_level: bool = True,
+                 keys: frozenset[str] | None = None):
         if data.n == 0:
             raise SelcalError("no evaluation rows to resample")
         self.data = data
         names = tuple(data.scores) if scores is None else scores
-        self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct)) for s in names}
+        self.keys = None if keys is None else frozenset(keys)
+        self.rankings = {s: _ranking(data.scores[s], data.correct_of.get(s, data.correct))
+                         for s in names if s in data.scores}
         self.binnings = {s: binning_of(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
                          for s in names if s in data.confidence}
         means = {k: v for k, v in data.row_means.items()  # (a mean of infinite rows, isotonic's NLL: null, no interval)
@@ -152,7 +161,7 @@ class Prepared:
         # block: the blocks may run on threads)
         self._counted = {(name, c.key): self._prepare_counted(c, binning) for name, binning in self.binnings.items()
                          for c in catalog.computations() if c.resample_counts is not None
-                         and any(catalog.has_interval(k) for k in c.gives)}
+                         and any(catalog.has_interval(k) and self._wants(k) for k in c.gives)}
 
     def metrics(self, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
         """Metric values of each resample (a row of ``draws``): ``{"model": {...}, score: {...}}``."""
@@ -217,19 +226,22 @@ class Prepared:
         wins = np.sum(e * (correct_before + 0.5 * (weight - e)), axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             out["auroc"] = np.where(defined, wins / (n_correct * n_errors), np.nan)
-            # FPR@95%TPR: the first group whose cumulative correct count reaches the target.
+        if self._wants("fpr95"):  # the first group whose cumulative correct count reaches the target
             target = _first_at_least(0.95, n_correct)
             first = _bisect_groups(
                 lambda g: accepted[rows, ranking.group_end[g] + 1] - errors[rows, ranking.errors_through[g]],
                 target, ranking.group_end.size)
-            out["fpr95"] = np.where(defined, errors[rows, ranking.errors_through[first]] / n_errors, np.nan)
-            # cov@r: the last feasible point is the last point or one just before a group with errors.
-            point_accepted = np.concatenate((before, n[:, None]), axis=1)
-            point_errors = np.concatenate((errors_before, errors[:, -1:]), axis=1)
-            risk = point_errors / point_accepted
-        # Suffix minimum of the risk (NaN, nothing accepted, is never feasible): non-decreasing,
-        # so the last point with risk <= r is found by a search.
-        lowest_after = np.fmin.accumulate(risk[:, ::-1], axis=1)[:, ::-1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["fpr95"] = np.where(defined, errors[rows, ranking.errors_through[first]] / n_errors, np.nan)
+        if data.risks:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # cov@r: the last feasible point is the last point or one just before a group with errors.
+                point_accepted = np.concatenate((before, n[:, None]), axis=1)
+                point_errors = np.concatenate((errors_before, errors[:, -1:]), axis=1)
+                risk = point_errors / point_accepted
+            # Suffix minimum of the risk (NaN, nothing accepted, is never feasible): non-decreasing,
+            # so the last point with risk <= r is found by a search.
+            lowest_after = np.fmin.accumulate(risk[:, ::-1], axis=1)[:, ::-1]
         for r in data.risks:
             last = _search_rows(lowest_after, np.full(b, r), "right") - 1
             out[f"cov@{r:g}"] = np.where(last >= 0, point_accepted[rows, last] / n, 0.0)
@@ -242,13 +254,16 @@ class Prepared:
 
     # ---------------------------------------------------------------- calibration
     def _calibration(self, binning: Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
-        out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator)
+        out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator, keys=self.keys)
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
-            wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k)]
+            wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k) and self._wants(k)]
             if wanted:
                 values = self._each_resample(computation, binning, counts, name)
                 out.update((k, values[k]) for k in wanted)
         return out
+
+    def _wants(self, key: str) -> bool:
+        return self.keys is None or key in self.keys
 
     def _options(self):
         from types import SimpleNamespace
@@ -285,7 +300,8 @@ class Prepared:
 
 
 def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray | None, n_bins: int,
-                   aece_estimator: str = calibration.AECE_ESTIMATORS[0], per_bin: bool = False) -> dict[str, np.ndarray]:
+                   aece_estimator: str = calibration.AECE_ESTIMATORS[0], per_bin: bool = False,
+                   keys: frozenset[str] | None = None) -> dict[str, np.ndarray]:
     """ECE, RMS-CE, adaptive ECE and MCE of each resample of one probability score, from its rows'
     multiplicities ``counts`` (b, n).
 
@@ -293,7 +309,8 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
     consistency resampling of :mod:`selcal.bootstrap.null` draws each copy's correctness), with a
     ``binning`` whose rows are all correct (:func:`binning_of`); None: every copy of a correct row
     is correct (the bootstrap). ``per_bin``: also each equal-width bin's count, hits and
-    confidence sum (``bin_count``, ``bin_hits``, ``bin_confidence``, (b, bins)).
+    confidence sum (``bin_count``, ``bin_hits``, ``bin_confidence``, (b, bins)). ``keys``: the metrics
+    wanted (None: all four); ECE is always computed, the others only when wanted.
     """
     n = counts.sum(axis=1)  # rows in each resample
     b = counts.shape[0]
@@ -309,13 +326,14 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
     bin_hits = np.diff(hits[:, binning.correct_before[ends]], axis=1, prepend=0).astype(np.float64)
     bin_confidence = np.diff(confidence[:, ends], axis=1, prepend=0.0)
     ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gaps = np.abs(bin_hits / count - bin_confidence / count)
-        rmsce = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0), axis=1) / n)
-    mce = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
-    if aece_estimator == "mbls":
-        aece = _mbls_aece(binning, n, n_bins, weight, confidence, hits)
-    else:
+    out = {"ece": ece}
+    if keys is None or "rmsce" in keys:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["rmsce"] = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0),
+                                          axis=1) / n)
+    if (keys is None or "aece" in keys) and aece_estimator == "mbls":
+        out["aece"] = _mbls_aece(binning, n, n_bins, weight, confidence, hits)
+    elif keys is None or "aece" in keys:
         # Equal-mass groups: the sorted position holding each group's last resampled row.
         m = binning.group_ends[None, :] if (n == binning.order.size).all() else _equal_mass_ends(n, n_bins)
         position = _search_rows(weight, np.broadcast_to(m, (b, m.shape[1])), "left") - 1
@@ -329,8 +347,11 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
         confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
         group_hits = np.diff(hits_at, axis=1, prepend=0.0)
         group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
-        aece = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
-    out = {"ece": ece, "rmsce": rmsce, "aece": aece, "mce": mce}
+        out["aece"] = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
+    if keys is None or "mce" in keys:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gaps = np.abs(bin_hits / count - bin_confidence / count)
+        out["mce"] = np.max(np.where(count > 0, gaps, -np.inf), axis=1)
     if per_bin:
         out.update(bin_count=count, bin_hits=bin_hits, bin_confidence=bin_confidence)
     return out

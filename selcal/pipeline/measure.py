@@ -96,6 +96,7 @@ def measure_arrays(
                       images_of=None if clusters is None or image_names is None else
                       (lambda rows: np.asarray(image_names)[np.asarray(clusters)[rows]]))
     result.clusters = clusters
+    result.row_ids = ids
     result.extra["fingerprint"] = fingerprint(labels, ids)  # what the numbers were measured on
     return result
 
@@ -473,6 +474,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
     )
     if numbered:  # row numbers selcal made are no ids
         result.extra["fingerprint"] = fingerprint(eval_rows.labels)
+        result.row_ids = None
     if val is not None:  # after the fit's own warnings, as in evaluate_source
         shared = count_shared_rows(eval_rows.logits, eval_rows.labels, SharedRows(val_rows.logits, val_rows.labels))
         result.warnings += leak_warnings(test.path, val.path, shared)

@@ -215,9 +215,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
                       ids_of=_stream_ids(test, eval_mask),
                       scale_means_nothing=LM_SCALE if (test.metadata or {}).get(LM_METADATA) else None)
     ids = test.id_column()
+    result.row_ids = None if ids is None else ids if eval_mask is None else ids[eval_mask]
     result.extra["fingerprint"] = fingerprint(
-        np.concatenate(seen_labels) if seen_labels else np.zeros(0, np.int64),
-        None if ids is None else ids if eval_mask is None else ids[eval_mask])
+        np.concatenate(seen_labels) if seen_labels else np.zeros(0, np.int64), result.row_ids)
     if val is not None:
         result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:

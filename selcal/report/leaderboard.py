@@ -304,6 +304,24 @@ def cut_middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[tail:]
 
 
+def stacked(columns: list, fits) -> list[list]:
+    """``columns`` cut into consecutive groups, each as long as ``fits(group)`` allows (at least
+    one column each): the tables stacked one under the other when a table is too wide for the
+    console (the leaderboard's, the study's).
+
+    >>> stacked(["a", "b", "c", "d"], lambda group: len(group) <= 3)
+    [['a', 'b', 'c'], ['d']]
+    """
+    groups: list[list] = []
+    rest = list(columns)
+    while rest:
+        group = [rest.pop(0)]
+        while rest and fits(group + rest[:1]):
+            group.append(rest.pop(0))
+        groups.append(group)
+    return groups
+
+
 def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     """The leaderboard as rich tables (percent columns labelled), then its note and the calibrators
     side by side. Every line fits the console: stacked tables of the columns that fit, a long model
@@ -346,13 +364,8 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
 
     # Too wide for the console (many scores): stacked tables of the columns that fit, each with the
     # model column, rather than cells squeezed to '…'.
-    groups: list[list[str]] = []
-    rest = [c for c in columns if c != "model"]
-    while rest:
-        group = ["model", rest.pop(0)]
-        while rest and width(group + rest[:1]) <= console.width:
-            group.append(rest.pop(0))
-        groups.append(group)
+    groups = [["model", *group] for group in stacked([c for c in columns if c != "model"],
+                                                      lambda group: width(["model", *group]) <= console.width)]
     for index, group in enumerate(groups or [["model"]]):
         if index:
             console.print()
