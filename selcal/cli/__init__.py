@@ -4,6 +4,7 @@ One module per command group; what they share, once:
 
 - ``evaluate.py``: selcal evaluate; ``check.py``: selcal check and compare;
   ``threshold.py``: selcal threshold; ``dumps.py``: selcal pixels, ensemble and dump;
+  ``study.py``: selcal study;
 - ``groups.py``: the option groups the commands share (flags built from :data:`selcal.options.DEFAULTS`)
   and :func:`~selcal.cli.groups.build_options`, which turns a command's parameters into Options;
 - ``common.py``: one-line messages, output checks, notes on ignored options, the data's warnings;
@@ -17,7 +18,7 @@ import sys
 import typer
 
 from .._version import __version__
-from . import check, dumps, evaluate, threshold  # (one module per command group)
+from . import check, dumps, evaluate, study, threshold  # (one module per command group)
 from .common import say, show_warnings
 from .groups import Command, Group, dress_help
 from .signals import SIGNAL_LINES, Signalled, catch_signals
@@ -49,7 +50,7 @@ def main(
 
 
 for _command in (evaluate.evaluate, check.check, check.compare, dumps.pixels, dumps.ensemble, dumps.dump,
-                 threshold.threshold):
+                 threshold.threshold, study.study):
     app.command(cls=Command)(_command)
 dress_help(app)
 

@@ -1,0 +1,197 @@
+"""The statistics of a study (CONVENTIONS.md, "Studies"). Pure: numbers in, numbers out.
+
+* :func:`summary`: runs, mean and sample standard deviation (ddof = 1) of one metric over runs.
+* :func:`interval`: the interval of a mean (or of a difference of two recipes' means) from the two
+  levels of noise. Rows: the variance of the mean over the bootstrap's row resamples (the same
+  rows drawn for every run of the data set, so a difference is paired through them). Runs: the
+  run level of the two-level bootstrap (n of the n runs drawn with replacement) has a closed form,
+  a variance of (n - 1)/n s^2/n from a handful of distinct draws; its small-sample correction is
+  the unbiased s^2/n with Student's t. The two add up,
+  se^2 = sum over recipes of s^2/n + v_rows, and the interval is centre +- t_nu se, with nu from
+  Welch-Satterthwaite (the row part, estimated from N rows, counts as exact).
+* :func:`pvalue` and :func:`verdicts`: one-sided p-values in the direction of the difference and
+  Holm's procedure over the data set's judged pairs (:func:`selcal.gate.holm`), at
+  (1 - confidence)/2 in each direction.
+* :func:`percentile_difference`: the plain two-level percentile bootstrap (no correction), kept to
+  measure what the correction buys (``bench/bench_study_false_positives.py``).
+* :func:`mean_ranks`: each recipe's mean rank over data sets.
+
+References
+----------
+Welch, "The generalization of 'Student's' problem when several different population variances
+are involved", Biometrika 34, 1947; Satterthwaite, Biometrics Bulletin 2, 1946.
+Davison & Hinkley, "Bootstrap methods and their application", 1997, sec. 3.8 (hierarchical data:
+resampling the top level with replacement understates its variance by (n - 1)/n).
+Holm, Scand. J. Statist. 6, 1979.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from scipy import stats
+
+from .. import gate
+from ..bootstrap.resample import percentile_interval
+
+__all__ = ["Summary", "summary", "Interval", "interval", "row_variance", "pvalue", "verdicts",
+           "percentile_difference", "mean_ranks"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One metric over a recipe's runs: how many, their mean and sample standard deviation."""
+
+    runs: int
+    mean: float | None
+    std: float | None  # ddof = 1; None for a single run (or when a run's value is undefined)
+    variance: float | None  # std ** 2, unrounded
+
+
+def summary(values: Sequence[float | None]) -> Summary:
+    """Runs, mean and sample standard deviation (ddof = 1) of one metric's per-run values.
+
+    Computed in exact rational arithmetic and rounded once (the mean is the float nearest the
+    true mean), so the order of the runs does not matter. A run whose value is undefined (None
+    or NaN) makes the mean undefined: the runs are not all measured.
+
+    >>> summary([0.25, 0.5, 0.75])
+    Summary(runs=3, mean=0.5, std=0.25, variance=0.0625)
+    >>> summary([0.25]).std is None
+    True
+    """
+    n = len(values)
+    if n == 0 or any(v is None or not math.isfinite(v) for v in values):
+        return Summary(n, None, None, None)
+    exact = [Fraction(v) for v in values]
+    mean = sum(exact) / n
+    if n == 1:
+        return Summary(1, float(mean), None, None)
+    variance = float(sum((v - mean) ** 2 for v in exact) / (n - 1))
+    return Summary(n, float(mean), math.sqrt(variance), variance)
+
+
+def row_variance(resampled: np.ndarray, confidence: float) -> float | None:
+    """The variance (ddof = 1) of a mean over the row resamples where it is defined; None when more
+    than (1 - confidence)/2 of them are undefined (the rule of the percentile intervals)."""
+    values = np.asarray(resampled, dtype=np.float64)
+    defined = values[np.isfinite(values)]
+    if defined.size < 2 or values.size - defined.size > (1.0 - confidence) / 2 * values.size:
+        return None
+    return float(np.var(defined, ddof=1))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval ``centre +- quantile * se`` and what it is made of."""
+
+    low: float
+    high: float
+    se: float
+    df: float  # Welch-Satterthwaite degrees of freedom; inf: the rows' noise only (a single run per side)
+    row_variance: float
+    run_variance: float  # sum of s^2 / n over the recipes with two runs or more
+
+
+def interval(centre: float | None, sides: Sequence[Summary], rows: float | None,
+             confidence: float) -> Interval | None:
+    """The interval of a mean (one side) or of a difference of means (two sides, paired by rows).
+
+    ``sides``: the :func:`summary` of each recipe involved; a recipe with one run adds no run
+    variance (it has none to estimate: its interval holds the rows' noise only). ``rows``: the
+    variance over the row resamples of the mean (or of the difference), :func:`row_variance`.
+
+    >>> i = interval(0.5, [summary([0.4, 0.5, 0.6])], 0.0, 0.95)
+    >>> round(i.low, 4), round(i.high, 4), i.df  # the one-sample t interval when rows add nothing
+    (0.2516, 0.7484, 2.0)
+    """
+    if centre is None or rows is None or any(side.mean is None for side in sides):
+        return None
+    terms = [side.variance / side.runs for side in sides if side.runs >= 2]
+    run_variance = math.fsum(terms)
+    se2 = run_variance + rows
+    denominator = math.fsum(term * term / (side.runs - 1) for term, side in
+                            zip(terms, (s for s in sides if s.runs >= 2)))
+    df = se2 * se2 / denominator if denominator > 0 else math.inf
+    tail = (1.0 + confidence) / 2.0
+    quantile = float(stats.norm.ppf(tail) if math.isinf(df) else stats.t.ppf(tail, df))
+    se = math.sqrt(se2)
+    return Interval(centre - quantile * se, centre + quantile * se, se, df, rows, run_variance)
+
+
+def pvalue(difference: float, spread: Interval) -> float:
+    """One-sided p-value of "no difference" against a difference in the direction of ``difference``:
+    P(T_nu >= |d| / se). With one judged pair, p < (1 - confidence)/2 exactly when the interval
+    excludes 0.
+
+    >>> pvalue(0.0, interval(0.0, [summary([1.0, 2.0])], 0.0, 0.95))
+    0.5
+    """
+    if spread.se == 0.0:
+        return 0.0 if difference != 0 else 1.0
+    statistic = abs(difference) / spread.se
+    return float(stats.norm.sf(statistic) if math.isinf(spread.df) else stats.t.sf(statistic, spread.df))
+
+
+def verdicts(differences: Sequence[float | None], pvalues: Sequence[float | None], directions: Sequence[str],
+             confidence: float) -> list[str | None]:
+    """``better``, ``worse`` or ``same`` for each judged pair (None: undefined): Holm's procedure
+    over the pairs that have a p-value at (1 - confidence)/2, each rejected pair judged in the
+    direction of its difference and its metric's (``lower`` or ``higher`` is better).
+
+    >>> verdicts([0.02, -0.01, 0.0], [0.001, 0.2, 0.5], ["lower", "higher", "lower"], 0.95)
+    ['worse', 'same', 'same']
+    """
+    rejected = gate.holm(list(pvalues), gate.alpha_of(confidence))
+    out: list[str | None] = []
+    for difference, p, direction, reject in zip(differences, pvalues, directions, rejected):
+        if difference is None or p is None:
+            out.append(None)
+        elif not reject or difference == 0:
+            out.append("same")
+        else:
+            out.append("better" if (difference < 0) == (direction == "lower") else "worse")
+    return out
+
+
+def percentile_difference(resampled: np.ndarray, direction: str, confidence: float) -> tuple[list | None, float | None]:
+    """The plain two-level percentile bootstrap of a difference (recipe - baseline on each
+    two-level resample): its percentile interval and the one-sided bootstrap p-value in the
+    direction the resamples lean to (:func:`selcal.gate.paired_pvalue`), without the correction."""
+    ci = percentile_interval(resampled, confidence)
+    worse = resampled if direction == "lower" else -resampled  # positive: the recipe is worse
+    p_worse, p_better = gate.paired_pvalue(worse), gate.paired_pvalue(-worse)
+    if p_worse is None:
+        return ci, None
+    return ci, min(p_worse, p_better)
+
+
+def mean_ranks(means: dict[str, dict[str, float | None]], direction: str) -> dict[str, float | None]:
+    """Each recipe's mean rank over data sets, for one metric.
+
+    ``means``: data set -> recipe -> mean. Within each data set the recipes with a mean are
+    ranked, 1 the best by ``direction`` (``lower``/``higher``), ties sharing the average rank;
+    a recipe's ranks are then averaged over the data sets where it has one (None: none).
+
+    >>> mean_ranks({"a": {"x": 0.1, "y": 0.2}, "b": {"x": 0.3, "y": 0.3}}, "lower")
+    {'x': 1.25, 'y': 1.75}
+    """
+    ranks: dict[str, list[float]] = {}
+    recipes: list[str] = []
+    for by_recipe in means.values():
+        for recipe in by_recipe:
+            if recipe not in recipes:
+                recipes.append(recipe)
+        known = [(recipe, value) for recipe, value in by_recipe.items() if value is not None]
+        if not known:
+            continue
+        values = np.array([value for _, value in known], dtype=np.float64)
+        ranked = stats.rankdata(values if direction == "lower" else -values, method="average")
+        for (recipe, _), rank in zip(known, ranked):
+            ranks.setdefault(recipe, []).append(float(rank))
+    return {recipe: (math.fsum(ranks[recipe]) / len(ranks[recipe]) if recipe in ranks else None)
+            for recipe in recipes}
