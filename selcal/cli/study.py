@@ -46,7 +46,7 @@ def study(
     """Compare training recipes over their runs (seeds) and data sets, judged against run-to-run noise."""
     from rich.console import Console
 
-    from ..io import Outputs
+    from ..writers.output import Outputs
     from ..options import split_items
     from ..study import study as run_study
     from ..study.render import render_terminal, study_csv, study_latex, study_markdown

@@ -67,7 +67,7 @@ def study(
     """
     from ..checks.specs import parse_specs
     from ..errors import SelcalError
-    from ..evaluate import resolve_options
+    from ..api import resolve_options
     from ..options import split_items
     from ..pipeline.jobs import model_jobs, run_jobs
     from .measure import measure_study

@@ -83,7 +83,7 @@ def study_metrics(first: dict, specs: Sequence) -> list[str]:
 def _check_same_rows(dataset: str | None, runs: Sequence[Run], models: Sequence, allow_other_data: bool) -> str | None:
     """Refuse the runs of a data set evaluated on other rows (their fingerprints), unless
     ``allow_other_data``: then the note to show."""
-    from ..common_ground import leaderboard_warning
+    from ..checks.common_ground import leaderboard_warning
 
     named = [{"name": printable(run.path), "fingerprint": model.extra.get("fingerprint")}
              for run, model in zip(runs, models)]

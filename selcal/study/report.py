@@ -1,7 +1,7 @@
 """The study's HTML page (``selcal study --report``): one self-contained file whose first screen is
 the table; then the differences against the baseline, the mean ranks, the notes, the figures of
 each data set, the runs and the settings. The style, the figures' markup and the settings table
-are those of the evaluate report (:mod:`selcal.html_report`); text from the user is escaped
+are those of the evaluate report (:mod:`selcal.report.html`); text from the user is escaped
 (:func:`selcal.escape.html_text`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..escape import html_name, html_text
-from ..html_report import _CSS, _figure_html, settings_rows
+from ..report.html import _CSS, _figure_html, settings_rows
 from ..metrics import catalog
 from .render import VERDICT_MARKS, legend, table
 from .result import StudyResult

@@ -10,7 +10,7 @@
   se^2 = sum over recipes of s^2/n + v_rows, and the interval is centre +- t_nu se, with nu from
   Welch-Satterthwaite (the row part, estimated from N rows, counts as exact).
 * :func:`pvalue` and :func:`verdicts`: one-sided p-values in the direction of the difference and
-  Holm's procedure over the data set's judged pairs (:func:`selcal.gate.holm`), at
+  Holm's procedure over the data set's judged pairs (:func:`selcal.checks.gate.holm`), at
   (1 - confidence)/2 in each direction.
 * :func:`percentile_difference`: the plain two-level percentile bootstrap (no correction), kept to
   measure what the correction buys (``bench/bench_study_false_positives.py``).
@@ -35,7 +35,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import stats
 
-from .. import gate
+from ..checks import gate
 from ..bootstrap.resample import percentile_interval
 
 __all__ = ["Summary", "summary", "Interval", "interval", "row_variance", "pvalue", "verdicts",
@@ -161,7 +161,7 @@ def verdicts(differences: Sequence[float | None], pvalues: Sequence[float | None
 def percentile_difference(resampled: np.ndarray, direction: str, confidence: float) -> tuple[list | None, float | None]:
     """The plain two-level percentile bootstrap of a difference (recipe - baseline on each
     two-level resample): its percentile interval and the one-sided bootstrap p-value in the
-    direction the resamples lean to (:func:`selcal.gate.paired_pvalue`), without the correction."""
+    direction the resamples lean to (:func:`selcal.checks.gate.paired_pvalue`), without the correction."""
     ci = percentile_interval(resampled, confidence)
     worse = resampled if direction == "lower" else -resampled  # positive: the recipe is worse
     p_worse, p_better = gate.paired_pvalue(worse), gate.paired_pvalue(-worse)

@@ -128,7 +128,7 @@ class _PicklingEngine:
 
 
 def test_a_remote_engine_gives_the_same_study(monkeypatch, two_data_sets):
-    from selcal import engines
+    from selcal.pipeline import engines
 
     _, paths = two_data_sets
     args = dict(pattern=PATTERN, baseline="ce", bootstrap=40, scores="msp,max_logit,temp")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import selcal
-from selcal import calibration, selective
+from selcal.metrics import calibration, selective
 from selcal.bootstrap import RowData, canonical_order, draw_resamples, percentile_interval
 from selcal.study import stats, study
 from selcal.study.twolevel import restrict, row_seed, run_draws, run_seed
