@@ -46,7 +46,8 @@ from .errors import SelcalError  # noqa: E402
 _PUBLIC = {"evaluate": "api", "evaluate_arrays": "api", "evaluate_dump": "api", "threshold": "threshold",
            "ThresholdResult": "threshold.run", "read_dump": "io", "Options": "options",
            "EvaluationResult": "results", "ModelResult": "results", "register_score": "scores",
-           "log_to_mlflow": "writers.trackers", "DumpWriter": "writers.training"}
+           "log_to_mlflow": "writers.trackers", "DumpWriter": "writers.training", "study": "study",
+           "StudyResult": "study"}
 
 if _typing.TYPE_CHECKING:  # what a type checker reads instead of the imports on first use (py.typed)
     from . import threshold
@@ -74,6 +75,8 @@ __all__ = [
     "register_score",
     "log_to_mlflow",
     "DumpWriter",
+    "study",
+    "StudyResult",
 ]
 
 

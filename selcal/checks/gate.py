@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import norm
 
 __all__ = ["alpha_of", "paired_pvalue", "interval_pvalue", "holm"]
 
@@ -70,6 +69,8 @@ def interval_pvalue(worsening: float, ci_current, ci_baseline, confidence: float
     >>> interval_pvalue(0.3, [1.2, 1.4], [0.9, 1.1], 0.95) < 0.001
     True
     """
+    from scipy.stats import norm  # (here: importing scipy.stats takes a second, and only check needs it)
+
     z = norm.ppf((1.0 + confidence) / 2.0)
     se = math.hypot((ci_current[1] - ci_current[0]) / (2 * z), (ci_baseline[1] - ci_baseline[0]) / (2 * z))
     excess = worsening - tolerance

@@ -6,10 +6,15 @@ The package: ``runs.py`` (a run's recipe, seed and data set from a template or a
 bootstrap, vectorised), ``stats.py`` (the pure statistics: summaries, intervals, p-values, Holm,
 ranks), ``result.py`` (:class:`StudyResult`, its JSON and tidy table), ``render.py`` (the
 terminal table, LaTeX, Markdown, CSV), ``report.py`` (the HTML page).
+
+``selcal.study`` is this package, and calling it calls :func:`study` (``selcal.study(paths,
+pattern=...)``), as ``selcal.threshold`` is called.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Callable, Sequence
 
 from .result import StudyResult
@@ -112,3 +117,13 @@ def study(
                          run_jobs=lambda jobs: run_jobs(jobs, engine=engine), metrics_specs=specs, baseline=baseline,
                          resamples=bootstrap, confidence=confidence, allow_other_data=allow_other_data,
                          curves=curves, progress=progress)
+
+
+class _CallablePackage(types.ModuleType):
+    """This package's type: ``selcal.study(...)`` is :func:`study`."""
+
+    def __call__(self, *args, **kwargs):
+        return study(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

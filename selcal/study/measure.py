@@ -240,7 +240,7 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
                         continue
                     matrix = np.stack([per_run[i].get(level, {}).get(key, np.full(resamples, np.nan))
                                        for i in index])
-                    resampled[(recipe, (score, key))] = (two_level(matrix, None), two_level(matrix, draws))
+                    resampled[(recipe, (score, key))] = (matrix, two_level(matrix, draws))
     differences = _differences(result, dataset, judged, summaries, resampled, confidence) \
         if result.baseline is not None else {}
     shared_fields = {}
@@ -259,8 +259,9 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
                    **{name: shared_fields[(recipe, name)] for name in result.fields}}
             detail = None
             if (recipe, key) in resampled:
-                rows_only, both = resampled[(recipe, key)]
-                spread = stats.interval(summary.mean, [summary], stats.row_variance(rows_only, confidence), confidence)
+                matrix, both = resampled[(recipe, key)]
+                spread = stats.interval(summary.mean, [summary], stats.shared_row_variance([(matrix, 1.0)], confidence),
+                                        confidence)
                 if spread is not None:
                     row["low"], row["high"] = spread.low, spread.high
                 detail = _detail(spread, both, confidence, summary.runs)
@@ -308,8 +309,8 @@ def _differences(result, dataset, judged, summaries, resampled, confidence) -> d
             difference = mine.mean - theirs.mean
             rows_mine, both_mine = resampled[(recipe, key)]
             rows_base, both_base = resampled[(base, key)]
-            spread = stats.interval(difference, [mine, theirs],
-                                    stats.row_variance(rows_mine - rows_base, confidence), confidence)
+            shared = stats.shared_row_variance([(rows_mine, 1.0), (rows_base, -1.0)], confidence)
+            spread = stats.interval(difference, [mine, theirs], shared, confidence)
             direction = catalog.better(key[1])
             plain_ci, plain_p = stats.percentile_difference(both_mine - both_base, direction, confidence)
             pairs.append((recipe, key, difference, spread, direction, plain_ci, plain_p))

@@ -2,13 +2,16 @@
 
 * :func:`summary`: runs, mean and sample standard deviation (ddof = 1) of one metric over runs.
 * :func:`interval`: the interval of a mean (or of a difference of two recipes' means) from the two
-  levels of noise. Rows: the variance of the mean over the bootstrap's row resamples (the same
-  rows drawn for every run of the data set, so a difference is paired through them). Runs: the
-  run level of the two-level bootstrap (n of the n runs drawn with replacement) has a closed form,
-  a variance of (n - 1)/n s^2/n from a handful of distinct draws; its small-sample correction is
-  the unbiased s^2/n with Student's t. The two add up,
-  se^2 = sum over recipes of s^2/n + v_rows, and the interval is centre +- t_nu se, with nu from
-  Welch-Satterthwaite (the row part, estimated from N rows, counts as exact).
+  levels of noise. Runs: the run level of the two-level bootstrap (n of the n runs drawn with
+  replacement) has a closed form, a variance of (n - 1)/n s^2/n from a handful of distinct draws;
+  its small-sample correction is the unbiased s^2/n with Student's t. Rows: the bootstrap's row
+  resamples (the same rows drawn for every run of the data set) move each run's value by a part
+  the runs share and a part of its own; s^2 already holds the runs' own parts (the runs were
+  measured on one set of rows), so only the shared part is added (:func:`shared_row_variance`;
+  adding the whole row variance counts the runs' own parts twice and, worse, lets them inflate
+  the degrees of freedom). The two add up, se^2 = sum over recipes of s^2/n + v_shared, and the
+  interval is centre +- t_nu se, nu from Welch-Satterthwaite (the row part, from N rows, counts
+  as exact). With one run, the interval is the rows' only (both parts: no s^2 to hold its own).
 * :func:`pvalue` and :func:`verdicts`: one-sided p-values in the direction of the difference and
   Holm's procedure over the data set's judged pairs (:func:`selcal.checks.gate.holm`), at
   (1 - confidence)/2 in each direction.
@@ -33,12 +36,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from ..checks import gate
 from ..bootstrap.resample import percentile_interval
 
-__all__ = ["Summary", "summary", "Interval", "interval", "row_variance", "pvalue", "verdicts",
+__all__ = ["Summary", "summary", "Interval", "interval", "shared_row_variance", "pvalue", "verdicts",
            "percentile_difference", "mean_ranks"]
 
 
@@ -75,14 +78,44 @@ def summary(values: Sequence[float | None]) -> Summary:
     return Summary(n, float(mean), math.sqrt(variance), variance)
 
 
-def row_variance(resampled: np.ndarray, confidence: float) -> float | None:
-    """The variance (ddof = 1) of a mean over the row resamples where it is defined; None when more
-    than (1 - confidence)/2 of them are undefined (the rule of the percentile intervals)."""
-    values = np.asarray(resampled, dtype=np.float64)
-    defined = values[np.isfinite(values)]
-    if defined.size < 2 or values.size - defined.size > (1.0 - confidence) / 2 * values.size:
+def shared_row_variance(groups: Sequence[tuple[np.ndarray, float]], confidence: float) -> float | None:
+    """The rows' part of the variance of a mean over runs (one group) or of a difference of two
+    recipes' means (two groups, signs +1 and -1): the row noise the runs share.
+
+    ``groups``: (matrix, sign) per recipe, ``matrix[r, b]`` run r's value on row resample b (the
+    same rows for every run). Under row resampling a run's value moves by a part common to the
+    runs (which rows are hard) and a part of its own; the run-to-run spread s^2 of the point
+    values already holds the runs' own parts, so only the shared part is added here: the mean
+    covariance over resamples between two *different* runs, within a recipe and across the two
+    (a recipe with one run: its variance, both parts, as its rows-only interval). For
+    sum_i sign_i mean_i, that is sum_i sum_j sign_i sign_j W_ij with W_ij the mean covariance of a
+    run of i and another run of j; clipped at 0. Resamples where a value is undefined are left
+    out; None when more than (1 - confidence)/2 of them are.
+
+    >>> common = np.array([0.0, 1.0, -1.0, 2.0])
+    >>> runs = np.stack([common + [0.5, 0, 0, 0], common + [0, 0.5, 0, 0]])  # each run's own noise
+    >>> round(shared_row_variance([(runs, 1.0)], 0.95), 6)  # the covariance of the two runs
+    1.645833
+    """
+    matrices = [np.atleast_2d(np.asarray(matrix, dtype=np.float64)) for matrix, _ in groups]
+    stacked = np.concatenate(matrices, axis=0)
+    defined = np.isfinite(stacked).all(axis=0)
+    resamples = stacked.shape[1]
+    if defined.sum() < 2 or resamples - defined.sum() > (1.0 - confidence) / 2 * resamples:
         return None
-    return float(np.var(defined, ddof=1))
+    covariance = np.atleast_2d(np.cov(stacked[:, defined]))
+    bounds = np.cumsum([0] + [m.shape[0] for m in matrices])
+    total = 0.0
+    for i, (_, sign_i) in enumerate(groups):
+        for j, (_, sign_j) in enumerate(groups):
+            block = covariance[bounds[i]:bounds[i + 1], bounds[j]:bounds[j + 1]]
+            if i == j and block.shape[0] >= 2:  # pairs of different runs only
+                n = block.shape[0]
+                shared = (block.sum() - np.trace(block)) / (n * (n - 1))
+            else:
+                shared = block.mean()
+            total += sign_i * sign_j * shared
+    return max(float(total), 0.0)
 
 
 @dataclass(frozen=True)
@@ -118,7 +151,7 @@ def interval(centre: float | None, sides: Sequence[Summary], rows: float | None,
                             zip(terms, (s for s in sides if s.runs >= 2)))
     df = se2 * se2 / denominator if denominator > 0 else math.inf
     tail = (1.0 + confidence) / 2.0
-    quantile = float(stats.norm.ppf(tail) if math.isinf(df) else stats.t.ppf(tail, df))
+    quantile = float(special.ndtri(tail) if math.isinf(df) else special.stdtrit(df, tail))  # norm.ppf, t.ppf
     se = math.sqrt(se2)
     return Interval(centre - quantile * se, centre + quantile * se, se, df, rows, run_variance)
 
@@ -134,7 +167,7 @@ def pvalue(difference: float, spread: Interval) -> float:
     if spread.se == 0.0:
         return 0.0 if difference != 0 else 1.0
     statistic = abs(difference) / spread.se
-    return float(stats.norm.sf(statistic) if math.isinf(spread.df) else stats.t.sf(statistic, spread.df))
+    return float(special.ndtr(-statistic) if math.isinf(spread.df) else special.stdtr(spread.df, -statistic))
 
 
 def verdicts(differences: Sequence[float | None], pvalues: Sequence[float | None], directions: Sequence[str],
@@ -190,8 +223,25 @@ def mean_ranks(means: dict[str, dict[str, float | None]], direction: str) -> dic
         if not known:
             continue
         values = np.array([value for _, value in known], dtype=np.float64)
-        ranked = stats.rankdata(values if direction == "lower" else -values, method="average")
+        ranked = _average_ranks(values if direction == "lower" else -values)
         for (recipe, _), rank in zip(known, ranked):
             ranks.setdefault(recipe, []).append(float(rank))
     return {recipe: (math.fsum(ranks[recipe]) / len(ranks[recipe]) if recipe in ranks else None)
             for recipe in recipes}
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``values`` (smallest first), tied values sharing the average of their ranks
+    (scipy.stats.rankdata's ``average``).
+
+    >>> _average_ranks(np.array([0.3, 0.1, 0.3, 0.2])).tolist()
+    [3.5, 1.0, 3.5, 2.0]
+    """
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    first = np.flatnonzero(starts)
+    sizes = np.diff(np.append(first, values.size))
+    ranks = np.empty(values.size)
+    ranks[order] = (first + (sizes + 1) / 2.0)[np.cumsum(starts) - 1]
+    return ranks

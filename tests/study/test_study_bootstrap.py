@@ -52,12 +52,12 @@ def _brute_force(paths, metrics, seed=0, confidence=0.95):
         for name in metrics:
             per_run = np.array([[metric(models[i], draws[b], name) for b in range(B)] for i in index])
             both = np.array([np.mean([per_run[j, b] for j in runs_drawn[b]]) for b in range(B)])
-            rows_only = per_run.mean(axis=0)
             points = [getattr(models[i], "accuracy") if name == "accuracy" else
                       models[i].scores[name.split(".")[0]][name.split(".")[1]] for i in index]
             summary = stats.summary(points)
-            spread = stats.interval(summary.mean, [summary], stats.row_variance(rows_only, confidence), confidence)
-            out[(recipe, name)] = {"both": both, "rows": rows_only, "summary": summary, "interval": spread,
+            spread = stats.interval(summary.mean, [summary], stats.shared_row_variance([(per_run, 1.0)], confidence),
+                                    confidence)
+            out[(recipe, name)] = {"both": both, "rows": per_run, "summary": summary, "interval": spread,
                                    "plain": percentile_interval(both, confidence)}
     return out
 
@@ -80,8 +80,9 @@ def test_the_two_level_bootstrap_equals_a_brute_force_loop(small_study):
         assert detail["plain_percentile"] == pytest.approx(expected["plain"], rel=1e-12, abs=1e-15)
         if row["recipe"] == "b":  # the difference: paired through the shared rows
             base = brute[("a", name)]
+            shared = stats.shared_row_variance([(expected["rows"], 1.0), (base["rows"], -1.0)], 0.95)
             spread = stats.interval(row["mean"] - base["summary"].mean, [expected["summary"], base["summary"]],
-                                    stats.row_variance(expected["rows"] - base["rows"], 0.95), 0.95)
+                                    shared, 0.95)
             assert (row["diff_low"], row["diff_high"]) == pytest.approx((spread.low, spread.high), rel=1e-12)
             assert detail["difference"]["plain_percentile"] == pytest.approx(
                 percentile_interval(expected["both"] - base["both"], 0.95), rel=1e-12, abs=1e-15)

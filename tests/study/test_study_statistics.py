@@ -75,10 +75,31 @@ def test_no_interval_without_the_row_variance():
     assert stats.interval(0.5, [stats.summary([0.4, 0.6])], None, 0.95) is None
 
 
-def test_row_variance_leaves_out_undefined_resamples_up_to_the_tail():
-    values = np.array([1.0, 2.0, 3.0, np.nan] + [2.0] * 96)
-    assert stats.row_variance(values, 0.95) == pytest.approx(np.var(np.delete(values, 3), ddof=1))
-    assert stats.row_variance(np.array([1.0, np.nan, np.nan, 2.0]), 0.95) is None
+def _pair_covariance(x, y):
+    return float(np.cov(x, y)[0, 1])
+
+
+def test_the_shared_row_variance_is_the_mean_covariance_of_different_runs():
+    rng = np.random.default_rng(3)
+    common = rng.normal(size=200)
+    a = common + rng.normal(scale=0.5, size=(3, 200))  # three runs: the rows they share, and their own
+    b = 1.2 * common + rng.normal(scale=0.5, size=(2, 200))
+    within_a = np.mean([_pair_covariance(a[i], a[j]) for i in range(3) for j in range(3) if i != j])
+    within_b = _pair_covariance(b[0], b[1])
+    across = np.mean([_pair_covariance(a[i], b[j]) for i in range(3) for j in range(2)])
+    assert stats.shared_row_variance([(a, 1.0)], 0.95) == pytest.approx(within_a, rel=1e-12)
+    assert stats.shared_row_variance([(b, 1.0), (a, -1.0)], 0.95) == pytest.approx(
+        within_b + within_a - 2 * across, rel=1e-10)
+    single = a[:1]  # one run: its whole row variance (the rows-only interval)
+    assert stats.shared_row_variance([(single, 1.0)], 0.95) == pytest.approx(np.var(single[0], ddof=1), rel=1e-12)
+
+
+def test_the_shared_row_variance_leaves_out_undefined_resamples_up_to_the_tail():
+    runs = np.array([[1.0, 2.0, 3.0, np.nan] + [2.0] * 96, [1.5, 2.0, 2.5, 1.0] + [2.0] * 96])
+    kept = runs[:, [i for i in range(100) if i != 3]]
+    assert stats.shared_row_variance([(runs, 1.0)], 0.95) == pytest.approx(_pair_covariance(kept[0], kept[1]))
+    assert stats.shared_row_variance([(np.array([[1.0, np.nan, np.nan, 2.0]]), 1.0)], 0.95) is None
+    assert stats.shared_row_variance([(np.array([[1.0, 2.0], [2.0, 1.0]]), 1.0)], 0.95) == 0.0  # clipped at 0
 
 
 def test_verdicts_follow_holm_and_the_metric_direction():
@@ -99,3 +120,10 @@ def test_the_plain_percentile_difference_is_the_gates_test():
     ci, p = stats.percentile_difference(resampled, "lower", 0.5)
     assert ci == [0.1, 0.2]
     assert p == pytest.approx(2 / 6)  # one resample of five on the better side, plus one
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=15))
+def test_average_ranks_are_scipys_rankdata(values):
+    values = np.array(values, dtype=np.float64)
+    assert stats._average_ranks(values).tolist() == scipy_stats.rankdata(values, method="average").tolist()
