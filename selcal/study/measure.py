@@ -77,7 +77,7 @@ def study_metrics(first: dict, specs: Sequence) -> list[str]:
         return list(primary_metrics(first))
     found = list(metrics_of({**first, "name": first.get("name", "run")}).values())
     require_matches(specs, found, "--metric", "the runs")
-    return [m.name for m in found if any(spec.matches(m) for spec in specs)]
+    return list(dict.fromkeys(m.name for spec in specs for m in found if spec.matches(m)))  # in the order asked
 
 
 def _check_same_rows(dataset: str | None, runs: Sequence[Run], models: Sequence, allow_other_data: bool) -> str | None:

@@ -32,6 +32,7 @@ def _run_cli(cli, folder, *args):
     return result
 
 
+@pytest.mark.slow
 def test_every_run_is_evaluated_as_evaluate_evaluates_it(cli, two_data_sets, h, tmp_path):
     folder, paths = two_data_sets
     _run_cli(cli, folder, *paths, "--json", tmp_path / "study.json", "-q")
@@ -68,6 +69,7 @@ def _independent_aggregates(cli, paths) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_aggregates_equal_an_independent_computation_from_each_runs_json(cli, two_data_sets, tmp_path):
     folder, paths = two_data_sets
     _run_cli(cli, folder, *paths, "--csv", tmp_path / "study.csv", "-q")
@@ -82,6 +84,7 @@ def test_aggregates_equal_an_independent_computation_from_each_runs_json(cli, tw
         assert got[key][2] == pytest.approx(std, rel=1e-12, abs=1e-18), key
 
 
+@pytest.mark.slow
 def test_the_csv_is_the_tidy_table(cli, two_data_sets, tmp_path):
     folder, paths = two_data_sets
     _run_cli(cli, folder, *paths, "--csv", tmp_path / "s.csv", "--baseline", "ce", "--bootstrap", "50", "-q",
@@ -127,6 +130,7 @@ class _PicklingEngine:
         return [pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(item))))) for item in items]
 
 
+@pytest.mark.slow
 def test_a_remote_engine_gives_the_same_study(monkeypatch, two_data_sets):
     from selcal.pipeline import engines
 

@@ -62,6 +62,7 @@ def _brute_force(paths, metrics, seed=0, confidence=0.95):
     return out
 
 
+@pytest.mark.slow
 def test_the_two_level_bootstrap_equals_a_brute_force_loop(small_study):
     folder, paths = small_study
     metrics = ["accuracy", "max_logit.aurc", "msp.ece"]
@@ -88,6 +89,7 @@ def test_the_two_level_bootstrap_equals_a_brute_force_loop(small_study):
                 percentile_interval(expected["both"] - base["both"], 0.95), rel=1e-12, abs=1e-15)
 
 
+@pytest.mark.slow
 def test_intervals_do_not_depend_on_the_order_of_the_rows_or_of_other_data_sets(tmp_path, runs_of):
     one = runs_of.write_study(tmp_path / "one", datasets=("d1",), recipes=("a", "b"), n=80, n_val=40)
     shuffled = [runs_of.write_run(tmp_path / "two" / p.relative_to(tmp_path / "one"), n=80, n_val=40, data_seed=0,

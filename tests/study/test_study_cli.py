@@ -88,6 +88,7 @@ def test_a_manifest_study(cli, runs, tmp_path):
 HOSTILE = "ls_0.1&#$%{x}~^\\"
 
 
+@pytest.mark.slow
 def test_names_are_escaped_in_every_medium(cli, tmp_path, runs_of):
     for seed in (0, 1):
         runs_of.write_run(tmp_path / "d_1" / f"{HOSTILE}_seed{seed}.parquet", run_seed=seed)

@@ -16,7 +16,7 @@ from scipy import stats as scipy_stats
 from selcal.study import stats
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=12))
 def test_summary_is_the_mean_and_sample_std_of_the_runs(values):
     got = stats.summary(values)
@@ -122,7 +122,7 @@ def test_the_plain_percentile_difference_is_the_gates_test():
     assert p == pytest.approx(2 / 6)  # one resample of five on the better side, plus one
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 5), min_size=1, max_size=15))
 def test_average_ranks_are_scipys_rankdata(values):
     values = np.array(values, dtype=np.float64)
