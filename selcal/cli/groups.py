@@ -208,8 +208,9 @@ def score_option_rules(chosen) -> list[tuple]:
 # show. A parameter's panel is named here by its name, once for every command; the panels follow
 # this order, and the parameters within a panel the command's own order.
 PANELS = {
-    "Input": ("val", "baseline", "data", "models_file", "class_map", "labels", "limit", "label_col", "logits_col",
-              "ignore_label", "group_col", "input_kind", "ood_label", "lm_norm", "lm_choices", "pixels_per_image"),
+    "Input": ("pattern", "manifest", "val", "baseline", "data", "models_file", "class_map", "labels", "limit",
+              "label_col", "logits_col", "ignore_label", "group_col", "input_kind", "ood_label", "lm_norm",
+              "lm_choices", "pixels_per_image"),
     "Scores and fits": ("scores", "score", "score_cols", "score_col", "uncertainty_cols", "val_fraction", "center",
                         "p_grid", "pnorm_objective", "temp_objective", "odir_lambda", "odir_mu", "pretrained",
                         "checkpoint", "num_classes"),
@@ -217,8 +218,8 @@ PANELS = {
     "Guarantee": ("risk", "delta", "method", "per_class", "delta_per_group"),
     "Intervals": ("bootstrap", "bootstrap_refit", "confidence", "calibration_test"),
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
-    "Outputs": ("json_path", "csv_path", "markdown_path", "junit_path", "sort_by", "sweep", "details", "errors_csv",
-                "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),
+    "Outputs": ("json_path", "csv_path", "latex_path", "markdown_path", "junit_path", "sort_by", "sweep", "details",
+                "errors_csv", "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),
     "Figures and report": ("plots", "plot_format", "figures", "report", "ls_alpha", "at_coverage",
                            "rank_maps", "rank_maps_of"),
     "Run": ("engine", "shards", "device", "batch_size", "workers", "seed", "quiet", "no_warnings"),
@@ -226,7 +227,8 @@ PANELS = {
 # A command's own word for a panel, and the options that sit elsewhere in one command.
 PANEL_TITLES = {"evaluate": {"Outputs": "Leaderboard and outputs"}, "dump": {"Scores and fits": "Model"}}
 PANEL_EXCEPTIONS = {"dump": {"val_fraction": "Outputs"},  # (dump writes the split; it fits nothing)
-                    "threshold": {"dtype": "Guarantee"}}  # (the precision the certificate holds for)
+                    "threshold": {"dtype": "Guarantee"},  # (the precision the certificate holds for)
+                    "study": {"baseline": "Verdict"}}  # (a recipe to judge the others against, not a file)
 _PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 
