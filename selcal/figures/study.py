@@ -18,15 +18,14 @@ __all__ = ["metric_points", "figure_metrics", "figure_curves", "study_figures"]
 
 def metric_points(result, dataset, metric: str) -> list[dict]:
     """Per recipe (the table's order): its runs' values, mean and interval (None without a bootstrap)."""
-    from ..study.measure import split_metric, values_of
+    from ..study.measure import values_of
 
-    score, key = split_metric(metric)
+    key = catalog.split_name(metric)
     out = []
     for recipe in result.recipes:
-        values = [values_of(model).get((score, key)) for run, model in zip(result.runs, result.results)
+        values = [values_of(model).get(key) for run, model in zip(result.runs, result.results)
                   if run.dataset == dataset and run.recipe == recipe]
-        row = next((r for r in result.rows if (r["dataset"], r["recipe"], r["score"], r["metric"])
-                    == (dataset, recipe, score, key)), None)
+        row = result.row(dataset, recipe, metric)
         if row is None:
             continue
         out.append({"recipe": recipe, "values": [v for v in values if v is not None], "mean": row["mean"],

@@ -21,21 +21,7 @@ from .runs import Run
 from . import stats
 from .twolevel import resample_runs, row_seed, run_draws, run_seed, two_level
 
-__all__ = ["measure_study", "split_metric", "study_metrics", "values_of"]
-
-
-def split_metric(name: str) -> tuple[str | None, str]:
-    """(score, key) of a qualified metric: ``msp.aurc`` -> (``msp``, ``aurc``), ``accuracy`` -> (None, ...).
-
-    >>> split_metric("msp.cov@0.05"), split_metric("accuracy"), split_metric("cov@0.05")
-    (('msp', 'cov@0.05'), (None, 'accuracy'), (None, 'cov@0.05'))
-    """
-    score, dot, key = name.partition(".")
-    return (score, key) if dot and "@" not in score else (None, name)
-
-
-def _qualified(score: str | None, key: str) -> str:
-    return key if score is None else f"{score}.{key}"
+__all__ = ["measure_study", "study_metrics", "values_of"]
 
 
 def values_of(model: dict) -> dict[tuple[str | None, str], float | None]:
@@ -195,7 +181,7 @@ def measure_study(runs: Sequence[Run], *, options, jobs_of: Callable, run_jobs: 
 
 def _add_curves(result: StudyResult, dataset, members, models) -> None:
     """The averaged risk-coverage curve of each recipe, for the first score of the study's metrics."""
-    scores = [split_metric(m)[0] for m in result.metrics if split_metric(m)[0] is not None]
+    scores = [catalog.split_name(m)[0] for m in result.metrics if catalog.split_name(m)[0] is not None]
     score = scores[0] if scores else next(iter(models[0].curves), None)
     if score is None:
         return
@@ -216,7 +202,7 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
     intervals of the study's metrics and the differences against the baseline."""
     values = [values_of(model) for model in jsons]
     keys = list(dict.fromkeys(key for run_values in values for key in run_values))
-    judged = [split_metric(m) for m in result.metrics]
+    judged = [catalog.split_name(m) for m in result.metrics]
     by_recipe = {recipe: [i for i, run in enumerate(members) if run.recipe == recipe] for recipe in result.recipes}
     summaries = {(recipe, key): stats.summary([values[i].get(key) for i in index])
                  for recipe, index in by_recipe.items() if index for key in keys}
@@ -335,7 +321,7 @@ def _ranks(result: StudyResult) -> dict:
     """metric -> recipe -> mean rank over the data sets, for every study metric with a direction."""
     out = {}
     for metric in result.metrics:
-        score, key = split_metric(metric)
+        score, key = catalog.split_name(metric)
         direction = catalog.better(key)
         if direction is None:
             continue
@@ -356,6 +342,6 @@ def _notes(result: StudyResult, confidence: float) -> None:
     if result.baseline is not None and not result.bootstrap:
         result.notes.append("no verdicts without intervals: give --bootstrap B (e.g. 1000) to judge the recipes "
                             f"against {printable(result.baseline)}")
-    without = [m for m in result.metrics if not catalog.has_interval(split_metric(m)[1])]
+    without = [m for m in result.metrics if not catalog.has_interval(catalog.split_name(m)[1])]
     if result.bootstrap and without:
         result.notes.append(f"no interval (not a mean over rows): {', '.join(without)}")

@@ -14,7 +14,6 @@ from ..escape import csv_cell, latex_text, markdown_text, printable, terminal
 from ..metrics import catalog
 from ..report.calibrators import BEST_MARK, MAX_LINE, say
 from ..report.leaderboard import cut_middle, stacked
-from .measure import split_metric
 from .result import StudyResult
 
 __all__ = ["table", "render_terminal", "study_markdown", "study_latex", "study_csv", "VERDICT_MARKS"]
@@ -61,13 +60,13 @@ def table(result: StudyResult) -> tuple[list[Column], list[tuple[str, list[Cell]
     for recipe in result.recipes:
         cells = []
         for column in columns:
-            score, key = split_metric(column.metric)
+            score, key = catalog.split_name(column.metric)
             row = found.get((column.dataset, recipe, score, key))
             cells.append(Cell(None if row is None else row["mean"], None if row is None else row["std"],
                               catalog.unit(key), verdict=None if row is None else row.get("verdict")))
         rows.append((recipe, cells))
     for j, column in enumerate(columns):
-        direction = catalog.better(split_metric(column.metric)[1])
+        direction = catalog.better(catalog.split_name(column.metric)[1])
         means = [cells[j].mean for _, cells in rows if cells[j].mean is not None]
         if direction is None or not means:
             continue

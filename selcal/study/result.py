@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._version import __version__
+from ..metrics.catalog import split_name
 from ..results import _options_dict, to_jsonable
 from .runs import Run
 
@@ -61,12 +62,10 @@ class StudyResult:
         return out + (list(BASELINE_COLUMNS) if self.baseline is not None else [])
 
     def row(self, dataset: str | None, recipe: str, metric: str) -> dict | None:
-        """The aggregate row of a qualified metric (``msp.aurc``, ``accuracy``)."""
-        score, _, key = metric.rpartition(".") if "." in metric and "@" not in metric.split(".")[0] else ("", "", metric)
-        for row in self.rows:
-            if (row["dataset"], row["recipe"], row["score"] or "", row["metric"]) == (dataset, recipe, score, key):
-                return row
-        return None
+        """The aggregate row of a recipe's qualified metric (``msp.aurc``, ``accuracy``) in a data set."""
+        wanted = (dataset, recipe, *split_name(metric))
+        return next((row for row in self.rows if (row["dataset"], row["recipe"], row["score"], row["metric"]) == wanted),
+                    None)
 
     def to_polars(self):
         """The tidy table, one row per (data set, recipe, score, metric): the CSV's frame.
