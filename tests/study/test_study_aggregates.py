@@ -15,13 +15,14 @@ import pytest
 
 import selcal
 from selcal.study import study
+from study_dumps import write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 
 
 @pytest.fixture
-def two_data_sets(tmp_path, runs_of):
-    paths = runs_of.write_study(tmp_path, datasets=("c10", "c100"), recipes=("ce", "ls"), seeds=(0, 1, 2), n=300,
+def two_data_sets(tmp_path):
+    paths = write_study(tmp_path, datasets=("c10", "c100"), recipes=("ce", "ls"), seeds=(0, 1, 2), n=300,
                                 n_val=150, quality={"ls": 1.1})
     return tmp_path, paths
 
@@ -104,8 +105,8 @@ def test_the_csv_is_the_tidy_table(cli, two_data_sets, tmp_path):
     assert (with_interval["low"] <= with_interval["mean"]).all() and (with_interval["mean"] <= with_interval["high"]).all()
 
 
-def test_a_recipe_with_a_fifth_of_its_logits_shuffled_is_worse(tmp_path, runs_of):
-    paths = runs_of.write_study(tmp_path, recipes=("base", "shuffled"), seeds=(0, 1, 2), n=1000, n_val=300,
+def test_a_recipe_with_a_fifth_of_its_logits_shuffled_is_worse(tmp_path):
+    paths = write_study(tmp_path, recipes=("base", "shuffled"), seeds=(0, 1, 2), n=1000, n_val=300,
                                 shuffle={"shuffled": 0.2})
     result = study([str(p) for p in paths], pattern=PATTERN, baseline="base", bootstrap=300, scores="msp,max_logit",
                    metrics=["accuracy", "msp.aurc", "max_logit.aurc"])
@@ -114,8 +115,8 @@ def test_a_recipe_with_a_fifth_of_its_logits_shuffled_is_worse(tmp_path, runs_of
     assert verdicts == {(None, "accuracy"): "worse", ("msp", "aurc"): "worse", ("max_logit", "aurc"): "worse"}
 
 
-def test_one_generator_gives_the_same_verdicts(tmp_path, runs_of):
-    paths = runs_of.write_study(tmp_path, recipes=("a", "b"), seeds=(0, 1, 2), n=500, n_val=200)
+def test_one_generator_gives_the_same_verdicts(tmp_path):
+    paths = write_study(tmp_path, recipes=("a", "b"), seeds=(0, 1, 2), n=500, n_val=200)
     result = study([str(p) for p in paths], pattern=PATTERN, baseline="a", bootstrap=200, scores="msp,max_logit")
     assert [r["verdict"] for r in result.rows if r["verdict"] is not None] == ["same"] * 3
 

@@ -12,6 +12,7 @@ from selcal.metrics import calibration, selective
 from selcal.bootstrap import RowData, canonical_order, draw_resamples, percentile_interval
 from selcal.study import stats, study
 from selcal.study.twolevel import restrict, row_seed, run_draws, run_seed
+from study_dumps import write_run, write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 SCORES = "msp,max_logit"
@@ -19,8 +20,8 @@ B = 60
 
 
 @pytest.fixture
-def small_study(tmp_path, runs_of):
-    paths = runs_of.write_study(tmp_path, recipes=("a", "b"), seeds=(0, 1, 2), n=80, n_val=40,
+def small_study(tmp_path):
+    paths = write_study(tmp_path, recipes=("a", "b"), seeds=(0, 1, 2), n=80, n_val=40,
                                 quality={"b": 0.9})
     return tmp_path, paths
 
@@ -90,12 +91,12 @@ def test_the_two_level_bootstrap_equals_a_brute_force_loop(small_study):
 
 
 @pytest.mark.slow
-def test_intervals_do_not_depend_on_the_order_of_the_rows_or_of_other_data_sets(tmp_path, runs_of):
-    one = runs_of.write_study(tmp_path / "one", datasets=("d1",), recipes=("a", "b"), n=80, n_val=40)
-    shuffled = [runs_of.write_run(tmp_path / "two" / p.relative_to(tmp_path / "one"), n=80, n_val=40, data_seed=0,
+def test_intervals_do_not_depend_on_the_order_of_the_rows_or_of_other_data_sets(tmp_path):
+    one = write_study(tmp_path / "one", datasets=("d1",), recipes=("a", "b"), n=80, n_val=40)
+    shuffled = [write_run(tmp_path / "two" / p.relative_to(tmp_path / "one"), n=80, n_val=40, data_seed=0,
                                   run_seed=1000 * ("ab".index(p.stem[0])) + int(p.stem[-1]), order_seed=int(p.stem[-1]))
                 for p in one]
-    more = runs_of.write_study(tmp_path / "two", datasets=("d0",), recipes=("c",), n=50, n_val=20)
+    more = write_study(tmp_path / "two", datasets=("d0",), recipes=("c",), n=50, n_val=20)
     first = study([str(p) for p in one], pattern=PATTERN, bootstrap=40, scores="msp", curves=False)
     second = study([str(p) for p in shuffled + more], pattern=PATTERN, bootstrap=40, scores="msp", curves=False)
     ours = [(r["recipe"], r["score"], r["metric"], r["low"], r["high"]) for r in second.rows if r["dataset"] == "d1"]

@@ -5,13 +5,14 @@ terminal table fits 100 columns in a pipe."""
 from __future__ import annotations
 
 import pytest
+from study_dumps import write_run, write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 
 
 @pytest.fixture
-def runs(tmp_path, runs_of):
-    return runs_of.write_study(tmp_path / "runs", recipes=("ce", "ls"), seeds=(0, 1), n=200, n_val=80)
+def runs(tmp_path):
+    return write_study(tmp_path / "runs", recipes=("ce", "ls"), seeds=(0, 1), n=200, n_val=80)
 
 
 def _refused(cli, out_dir, *args) -> str:
@@ -23,14 +24,14 @@ def _refused(cli, out_dir, *args) -> str:
     return lines[0]
 
 
-def test_a_path_the_template_does_not_match(cli, runs, out_dir, tmp_path, runs_of):
-    other = runs_of.write_run(tmp_path / "runs" / "d1" / "odd.parquet")
+def test_a_path_the_template_does_not_match(cli, runs, out_dir, tmp_path):
+    other = write_run(tmp_path / "runs" / "d1" / "odd.parquet")
     line = _refused(cli, out_dir, *runs, other, "--pattern", PATTERN)
     assert "odd.parquet: does not match the template --pattern {dataset}/{recipe}_seed{seed}.parquet" in line
 
 
-def test_two_runs_of_one_recipe_and_seed(cli, runs, out_dir, tmp_path, runs_of):
-    again = runs_of.write_run(tmp_path / "runs" / "d1" / "ce_seed00.parquet")
+def test_two_runs_of_one_recipe_and_seed(cli, runs, out_dir, tmp_path):
+    again = write_run(tmp_path / "runs" / "d1" / "ce_seed00.parquet")
     assert "is the same run as" in _refused(cli, out_dir, *runs, again, "--pattern", PATTERN)
 
 
@@ -39,13 +40,13 @@ def test_a_baseline_that_is_not_a_recipe(cli, runs, out_dir):
     assert "--baseline focal: is not a recipe of the study (recipes: ce, ls)" in line
 
 
-def test_seeds_of_two_types(cli, runs, out_dir, tmp_path, runs_of):
-    named = runs_of.write_run(tmp_path / "runs" / "d1" / "ls_seedX.parquet")
+def test_seeds_of_two_types(cli, runs, out_dir, tmp_path):
+    named = write_run(tmp_path / "runs" / "d1" / "ls_seedX.parquet")
     assert "seed 'X' is text but" in _refused(cli, out_dir, *runs, named, "--pattern", PATTERN)
 
 
-def test_runs_of_one_data_set_on_other_rows(cli, runs, out_dir, tmp_path, runs_of):
-    other = runs_of.write_run(tmp_path / "runs" / "d1" / "ls_seed7.parquet", n=150)
+def test_runs_of_one_data_set_on_other_rows(cli, runs, out_dir, tmp_path):
+    other = write_run(tmp_path / "runs" / "d1" / "ls_seed7.parquet", n=150)
     line = _refused(cli, out_dir, *runs, other, "--pattern", PATTERN)
     assert "data set 'd1': the models were not evaluated on the same rows" in line and "ls_seed7" in line
     assert "--allow-other-data" in line
@@ -89,10 +90,10 @@ HOSTILE = "ls_0.1&#$%{x}~^\\"
 
 
 @pytest.mark.slow
-def test_names_are_escaped_in_every_medium(cli, tmp_path, runs_of):
+def test_names_are_escaped_in_every_medium(cli, tmp_path):
     for seed in (0, 1):
-        runs_of.write_run(tmp_path / "d_1" / f"{HOSTILE}_seed{seed}.parquet", run_seed=seed)
-        runs_of.write_run(tmp_path / "d_1" / f"<b>=ce_seed{seed}.parquet", run_seed=10 + seed)
+        write_run(tmp_path / "d_1" / f"{HOSTILE}_seed{seed}.parquet", run_seed=seed)
+        write_run(tmp_path / "d_1" / f"<b>=ce_seed{seed}.parquet", run_seed=10 + seed)
     paths = sorted((tmp_path / "d_1").glob("*.parquet"))
     result = cli("study", *paths, "--pattern", PATTERN, "--scores", "msp", "--latex", tmp_path / "t.tex",
                  "--markdown", tmp_path / "t.md", "--csv", tmp_path / "t.csv", "--report", tmp_path / "t.html")
@@ -109,8 +110,8 @@ def test_names_are_escaped_in_every_medium(cli, tmp_path, runs_of):
     assert page.index("<table class='summary'>") < page.index("<h2>")  # the table is the first screen
 
 
-def test_the_table_fits_100_columns_in_a_pipe(cli, tmp_path, runs_of):
-    paths = runs_of.write_study(tmp_path, datasets=("cifar10", "cifar100", "tinyimagenet"),
+def test_the_table_fits_100_columns_in_a_pipe(cli, tmp_path):
+    paths = write_study(tmp_path, datasets=("cifar10", "cifar100", "tinyimagenet"),
                                 recipes=("cross_entropy", "label_smoothing_0.1", "focal_loss_gamma3"), seeds=(0, 1),
                                 n=120, n_val=60)
     result = cli("study", *paths, "--pattern", PATTERN, "--scores", "msp", "--baseline", "cross_entropy",
@@ -122,10 +123,10 @@ def test_the_table_fits_100_columns_in_a_pipe(cli, tmp_path, runs_of):
     assert "label_smoothing_0.1" in result.stdout
 
 
-def test_a_single_run_gets_a_note(cli, tmp_path, runs_of):
-    paths = [runs_of.write_run(tmp_path / "d" / "a_seed0.parquet"), runs_of.write_run(tmp_path / "d" / "b_seed0.parquet",
+def test_a_single_run_gets_a_note(cli, tmp_path):
+    paths = [write_run(tmp_path / "d" / "a_seed0.parquet"), write_run(tmp_path / "d" / "b_seed0.parquet",
                                                                                       run_seed=1),
-             runs_of.write_run(tmp_path / "d" / "b_seed1.parquet", run_seed=2)]
+             write_run(tmp_path / "d" / "b_seed1.parquet", run_seed=2)]
     result = cli("study", *paths, "--pattern", PATTERN, "--scores", "msp", "--bootstrap", "30", "--baseline", "b")
     assert result.exit_code == 0, result.stderr
     assert "note: one run only: a; its interval holds the rows' noise only" in " ".join(result.stdout.split())

@@ -1,4 +1,4 @@
-"""Runs of synthetic studies: dumps that share their evaluation rows (the data set) and differ by
+"""The study tests' synthetic runs (imported by name: tests/study is on the path of its tests): dumps that share their evaluation rows (the data set) and differ by
 a run's own noise (its seed), written as Parquet with ids and a split column."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -62,10 +61,3 @@ def write_study(folder: Path, datasets=("d1",), recipes=("a", "b"), seeds=(0, 1,
                                        shuffle=(shuffle or {}).get(recipe, 0.0), **kwargs))
     return paths
 
-
-@pytest.fixture
-def runs_of():
-    """The writers above, for the test modules (a conftest is not importable by name)."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(run_logits=run_logits, write_run=write_run, write_study=write_study)
