@@ -22,7 +22,8 @@ from .options import (DEFAULT_COVERAGES, DEFAULT_P_GRID, DEFAULT_RISKS, MAX_BINS
                       MAX_P_GRID_VALUES, parse_floats, parse_p_grid)
 from .options import DEFAULT_CONFIDENCE, FigureSettings, Options, ReadSettings, RunSettings, settings  # noqa: F401
 from .results import EvaluationResult
-from .pipeline.jobs import DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, model_jobs, run_jobs  # noqa: F401
+from .pipeline.jobs import (DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, jobs_as_read, model_jobs,  # noqa: F401
+                            run_jobs)
 from .pipeline.measure import (data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays,  # noqa: F401
                                scores_for_input, with_input)
 from .pipeline.reduce import RowReduction, ScoreRows, _probability_terms, in_top_k, reduce_rows  # noqa: F401
@@ -107,11 +108,7 @@ def evaluate(
         if figures.logit_profile and not options.logit_profile:
             options = replace(options, logit_profile=True)
     swept = None if run.sweep is None else sweep_values(paths, run.sweep)
-    jobs = model_jobs(paths, vals, options=options, label_col=read.label_col, logits_col=read.logits_col,
-                      ignore_label=read.ignore_label, group_col=read.group_col, stream=read.stream,
-                      memory_budget=read.memory_budget, pixels_per_image=read.pixels_per_image,
-                      reader_settings={"input_kind": read.input_kind, "lm_norm": read.lm_norm,
-                                       "ood_label": read.ood_label})
+    jobs = jobs_as_read(paths, vals, options, read)
     result, failures = run_jobs(jobs, engine=run.engine, progress=_part(report, "rows"),
                                 models_progress=_part(report, "models"))
     if failures:  # every model was evaluated; each one that failed is named

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..metrics import catalog
+from ..options import PLOT_FORMATS
 from .base import RenderedFigure, model_colours, new_figure, render, safe_stem, user_text, wrap, figure_width, \
     NAME_LIMITS
 
@@ -98,7 +99,7 @@ def figure_curves(result, dataset):
     return figure
 
 
-def study_figures(result, fmt: str = "png", progress: Callable[[int, int], None] | None = None) -> list[RenderedFigure]:
+def study_figures(result, fmt: str = PLOT_FORMATS[0], progress: Callable[[int, int], None] | None = None) -> list[RenderedFigure]:
     """Every figure of the study, rendered: per data set the metrics' figure and, when the result
     keeps curves, the averaged risk-coverage curves."""
     from ..figures.base import mpl, style

@@ -9,13 +9,13 @@ from dataclasses import dataclass, replace
 
 from ..errors import SelcalError
 from ..io import expand_input, open_dump
-from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options
+from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options, ReadSettings
 from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump, scores_for_input, with_input
 from .split import _unique_names, prime_allocator
 from .stream import evaluate_confidences, evaluate_source, read_columns
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "ModelJob", "evaluate_model", "model_jobs", "run_jobs"]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "ModelJob", "evaluate_model", "model_jobs", "jobs_as_read", "run_jobs"]
 
 
 
@@ -91,6 +91,15 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
     names = _unique_names([path for _, path, _, _ in expanded], [name for _, _, _, name in expanded])
     return [ModelJob(path, str(vals[i]) if vals else None, names[j], options, {**columns, **settings}, group_col,
                      stream, memory_budget) for j, (i, path, settings, _) in enumerate(expanded)]
+
+
+def jobs_as_read(paths, val, options: Options, read: ReadSettings) -> list[ModelJob]:
+    """:func:`model_jobs` with the files read as ``read`` says (``selcal.evaluate``'s and ``selcal.study``'s)."""
+    return model_jobs(paths, val, options=options, label_col=read.label_col, logits_col=read.logits_col,
+                      ignore_label=read.ignore_label, group_col=read.group_col, stream=read.stream,
+                      memory_budget=read.memory_budget, pixels_per_image=read.pixels_per_image,
+                      reader_settings={"input_kind": read.input_kind, "lm_norm": read.lm_norm,
+                                       "ood_label": read.ood_label})
 
 
 def run_jobs(jobs: Sequence[ModelJob], *, engine: str = CHOICES["engine"][0],

@@ -30,20 +30,13 @@ def study(
     manifest=None,
     baseline: str | None = None,
     metrics: Sequence[str] | str | None = None,
-    bootstrap: int = 0,
-    confidence: float = 0.95,
-    engine: str = "local",
     allow_other_data: bool = False,
     options=None,
-    label_col: str | None = None,
-    logits_col: str | None = None,
-    ignore_label: int | None = None,
-    input_kind: str | None = None,
-    ood_label: int | None = None,
-    pixels_per_image: int | None = None,
+    read=None,
+    run=None,
     curves: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
-    **option_values,
+    **settings_values,
 ) -> StudyResult:
     """Compare training recipes over their runs; the Python API behind ``selcal study``.
 
@@ -54,17 +47,20 @@ def study(
         braces, ``*`` a wildcard; other fields, e.g. ``{arch}``, become columns);
     manifest : or a CSV with the columns ``path``, ``recipe``, ``seed`` and optionally ``dataset``
         and ``val`` (a validation dump of the run); its relative paths are relative to it.
-    baseline : a recipe: every other recipe's difference to it, with verdicts (with ``bootstrap``).
+    baseline : a recipe: every other recipe's difference to it, with verdicts (with a bootstrap).
     metrics : the metrics of the table and of the verdicts, e.g. ``["msp.aurc", "ece"]``
         (``[SCORE.]METRIC``; default: accuracy, the AURC of the first score and the ECE of
         the first score that has one, as ``selcal check``).
-    bootstrap, confidence : resamples of the two-level bootstrap (0: no intervals) and the level.
-    engine : ``local`` or ``ray``, as for :func:`selcal.evaluate`: the same numbers.
     allow_other_data : accept runs of one data set evaluated on other rows (refused otherwise).
-    options, **option_values : the :class:`selcal.Options` of the evaluation of every run (``scores``,
-        ``bins``, ``seed`` (also the bootstrap's), ...), as for :func:`selcal.evaluate`.
+    options, read, run : the records of :func:`selcal.evaluate`: :class:`~selcal.options.Options` (every
+        run's evaluation; its ``seed`` also seeds the bootstrap), :class:`~selcal.options.ReadSettings`
+        (how the files are read), :class:`~selcal.options.RunSettings` (``engine``: ``local`` or
+        ``ray``, the same numbers; ``bootstrap``: resamples of the two-level bootstrap, 0 for no
+        intervals; ``confidence``).
     curves : keep each recipe's averaged risk-coverage curve (for the figures).
-    progress : ``progress(what, done, total)`` with what ``"runs"`` or ``"resamples"``.
+    progress : ``progress(what, done, total)`` with what ``"runs"`` (evaluated) or ``"resamples"``.
+    **settings_values : fields of the three records (``scores="msp,temp"``, ``bins=20``, ``seed=1``,
+        ``bootstrap=1000``, ``engine="ray"``, ``label_col="y"``, ...).
 
     Returns
     -------
@@ -72,18 +68,19 @@ def study(
     """
     from ..checks.specs import parse_specs
     from ..errors import SelcalError
-    from ..api import resolve_options
-    from ..options import split_items
-    from ..pipeline.jobs import model_jobs, run_jobs
+    from ..options import settings, split_items
+    from ..pipeline.jobs import jobs_as_read, run_jobs
     from .measure import measure_study
 
-    options = resolve_options(options, option_values, "study")
-    if bootstrap:
+    options, read, run = settings("study", options, read, run, **settings_values)
+    if run.bootstrap:
         from ..bootstrap import check_arguments
 
-        check_arguments(bootstrap, confidence)
-    if engine not in ("local", "ray"):
-        raise SelcalError(f"--engine must be local or ray; got {engine!r}")
+        check_arguments(run.bootstrap, run.confidence)
+    for name, value in (("bootstrap_refit", run.bootstrap_refit), ("sweep", run.sweep), ("sort_by", run.sort_by)):
+        if value:
+            raise SelcalError(f"{name} is not a setting of a study (the runs are judged against run-to-run noise "
+                              "with fits as evaluated)")
     if (pattern is None) == (manifest is None):
         raise SelcalError("give the runs' recipes and seeds by --pattern TEMPLATE or --manifest FILE (one of them)")
     if manifest is not None:
@@ -99,24 +96,21 @@ def study(
     for spec in specs:
         if spec.model is not None:
             raise SelcalError(f"--metric {spec.text}: a study names metrics without a model ([SCORE.]METRIC)")
-    reading = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                   pixels_per_image=pixels_per_image,
-                   reader_settings={"input_kind": input_kind, "ood_label": ood_label})
 
     def jobs_of(members: Sequence[Run]):
         jobs = []
-        for run in members:
-            found = model_jobs(run.path, run.val, options=options, **reading)
+        for member in members:
+            found = jobs_as_read(member.path, member.val, options, read)
             if len(found) != 1:
-                raise SelcalError(f"{run.path}: holds {len(found)} models; a run of a study is one model (give "
+                raise SelcalError(f"{member.path}: holds {len(found)} models; a run of a study is one model (give "
                                   "each log or dump as its own run)")
             jobs += found
         return jobs
 
     return measure_study(runs, options=options, jobs_of=jobs_of,
-                         run_jobs=lambda jobs: run_jobs(jobs, engine=engine), metrics_specs=specs, baseline=baseline,
-                         resamples=bootstrap, confidence=confidence, allow_other_data=allow_other_data,
-                         curves=curves, progress=progress)
+                         run_jobs=lambda jobs: run_jobs(jobs, engine=run.engine), metrics_specs=specs,
+                         baseline=baseline, resamples=run.bootstrap, confidence=run.confidence,
+                         allow_other_data=allow_other_data, curves=curves, progress=progress)
 
 
 class _CallablePackage(types.ModuleType):

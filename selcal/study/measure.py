@@ -125,7 +125,7 @@ def _average_curve(curves, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measure_study(runs: Sequence[Run], *, options, jobs_of: Callable, run_jobs: Callable, metrics_specs=(),
-                  baseline: str | None = None, resamples: int = 0, confidence: float = 0.95,
+                  baseline: str | None = None, resamples: int, confidence: float,
                   allow_other_data: bool = False, curves: bool = False,
                   progress: Callable[[str, int, int], None] | None = None) -> StudyResult:
     """The study of ``runs`` (see the module notes).
@@ -147,8 +147,9 @@ def measure_study(runs: Sequence[Run], *, options, jobs_of: Callable, run_jobs: 
                          options=options, baseline=baseline, fields=fields)
     if resamples:
         result.bootstrap = {"resamples": int(resamples), "seed": int(options.seed), "confidence": float(confidence),
-                            "method": "two-level (rows shared by the runs of a data set; runs of each recipe); "
-                                      "run level: s^2/n with Student's t (Welch-Satterthwaite)"}
+                            "method": "two-level (rows shared by the runs of a data set; runs of each recipe); run "
+                                      "level: s^2/n with Student's t (Satterthwaite, the fewest runs' degrees of "
+                                      "freedom); rows: the noise the runs share"}
     done = 0
     for dataset in datasets:
         members = [run for run in runs if run.dataset == dataset]
