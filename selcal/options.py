@@ -31,12 +31,13 @@ __all__ = ["Options", "DEFAULTS", "ReadSettings", "RunSettings", "FigureSettings
            "DEFAULT_SCORES",
            "DEFAULT_RISKS", "DEFAULT_COVERAGES", "DEFAULT_P_GRID", "split_items", "parse_floats", "parse_p_grid",
            "parse_figures", "MAX_BINS", "MAX_P_GRID_VALUES", "MAX_P", "MIN_NULL_DRAWS", "MAX_NULL_DRAWS",
-           "check_calibration_test"]
+           "check_calibration_test", "DEFAULT_TOP"]
 
 DEFAULT_SCORES = ("msp", "max_logit", "pnorm", "temp")  # --scores; every name: selcal.scores.REGISTRY
 DEFAULT_RISKS = (0.01, 0.05, 0.1)
 DEFAULT_COVERAGES = (0.5, 0.8, 0.9)
 DEFAULT_P_GRID = tuple(range(1, 11))
+DEFAULT_TOP = 8  # --top: a zoo's figures across models draw the best 8 of the leaderboard (changes no number)
 DEFAULT_ERRORS_TOP = 20  # rows of the most-confident-errors table, per score and model
 # The defaults of the settings beside Options and of the other commands.
 DEFAULT_CONFIDENCE = 0.95  # level of the bootstrap intervals (evaluate --bootstrap, compare)
@@ -360,7 +361,9 @@ class FigureSettings:
     :data:`FIGURE_FAMILIES`, comma-separated or a list; None or ``all``: every one); ``ls_alpha``: the
     models' label-smoothing alpha, one value or one per TEST file, in [0, 1); ``at_coverage``: the
     coverage of the errors-by-group figure, in (0, 1]; ``rank_maps``: uncertainty-rank maps of the
-    segmentation images with the most confident errors (``rank_maps_of``: of these images instead).
+    segmentation images with the most confident errors (``rank_maps_of``: of these images instead);
+    ``top``: a zoo (more models than ``top``) draws the ``top`` best of the leaderboard and the
+    ``baselines`` (model names or TEST files) in its figures across models (issue 34).
     Checked here, before any work; after the checks ``figures`` is a frozenset (or None),
     ``ls_alpha`` and ``rank_maps_of`` tuples (or None).
     """
@@ -374,9 +377,14 @@ class FigureSettings:
     rank_maps: int = DEFAULT_RANK_MAPS
     rank_maps_of: str | Sequence[str] | None = None
     mlflow: bool = False
+    top: int = DEFAULT_TOP
+    baselines: Sequence[str] | None = None
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        if isinstance(self.top, bool) or not isinstance(self.top, int) or self.top < 0:
+            raise OptionError("top", f"{{option}} takes a number of models, 0 or more (e.g. 8); got {self.top!r}")
+        set_("baselines", tuple(self.baselines or ()))
         if self.plot_format not in PLOT_FORMATS:
             raise OptionError("plot_format", f"{{option}} must be {_either(PLOT_FORMATS)}; got {self.plot_format!r}")
         if not 0 < self.at_coverage <= 1:

@@ -55,6 +55,8 @@ def evaluate(
     engine: str = typer.Option(RUN.engine, "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
     rank_maps: int = typer.Option(FIGURES.rank_maps, "--rank-maps", metavar="N", help="Segmentation folders with --plots: uncertainty-rank maps of the N images with the most confident errors."),
     rank_maps_of: Optional[str] = typer.Option(None, "--rank-maps-of", metavar="ID,...", help="Segmentation folders with --plots: rank maps of these images instead."),
+    top: int = typer.Option(FIGURES.top, "--top", metavar="K", help="A zoo (more than K models): the figures across models (--plots, --report) draw the K best of the leaderboard and every --baseline, the rest listed; the report draws only their own figures and folds the other models' sections."),
+    baselines: Optional[List[str]] = typer.Option(None, "--baseline", metavar="MODEL", help="A model (its name or TEST file) always drawn in a zoo's figures across models, whatever its rank; repeatable."),
     quiet: bool = shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=NO_WARNINGS_HELP),
     **numbers: Any,  # the options that change a number (groups.NUMBERS): read by build_options(ctx)
@@ -114,7 +116,8 @@ def _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, er
                 outputs.write(output, render(board))
         if errors_csv is not None:
             outputs.write(errors_csv, confident_errors_csv(result))
-        notes = _write_figures(result, drawing, outputs=outputs, run_settings=settings)
+        notes = _write_figures(result, drawing, outputs=outputs, run_settings=settings,
+                               order=[row["model"] for row in board])
         if drawing.plots is not None:
             notes += _write_rank_maps(result, drawing, outputs=outputs)
     if mlflow:
@@ -196,7 +199,7 @@ def _write_rank_maps(result, drawing, *, outputs=None) -> list[str]:
     return [f"{len(written)} rank maps written to {drawing.plots}"] if written else []
 
 
-def _write_figures(result, drawing, *, outputs, run_settings=None) -> list[str]:
+def _write_figures(result, drawing, *, outputs, run_settings=None, order=None) -> list[str]:
     """--plots and --report, staged in ``outputs``: matplotlib is imported only here, when one is asked for.
 
     Returns the lines to print: each figure not drawn (``note: ...``, with the reason), then
@@ -212,12 +215,17 @@ def _write_figures(result, drawing, *, outputs, run_settings=None) -> list[str]:
     ls_alpha = None if drawing.ls_alpha is None else list(drawing.ls_alpha)
     common = {"ls_alpha": ls_alpha, "at_coverage": drawing.at_coverage, "notes": skipped, "outputs": outputs,
               "kinds": kinds, "workers": default_workers()}
+    from ..checks.common_ground import leaderboard_warning
+    from ..report.html import zoo_selection
+
+    order = order or [m.name for m in result.models]
+    overview, overview_note = zoo_selection(result, order, drawing.top, drawing.baselines)  # (refuses a bad name)
     with count_bar("figures") as progress:
         if drawing.plots is not None:
             from ..figures import write_plots
 
             figures = write_plots(result, drawing.plots, fmt, keep_data=drawing.report is not None and fmt in ("png", "svg"),
-                                  progress=progress, **common)
+                                  progress=progress, overview=overview, overview_note=overview_note, **common)
             written.append(f"{len(figures)} figures written to {drawing.plots}")
         if drawing.report is not None:
             from ..report.html import write_report
@@ -225,6 +233,7 @@ def _write_figures(result, drawing, *, outputs, run_settings=None) -> list[str]:
             write_report(result, drawing.report, figures if figures and fmt in ("png", "svg") else None,
                          plot_settings={"plot_format": fmt, "figures": None if kinds is None else ",".join(sorted(kinds)),
                                         **(run_settings or {})},
-                         progress=progress, **common)
+                         progress=progress, top=drawing.top, baselines=drawing.baselines, order=order,
+                         board_warnings=[leaderboard_warning(result.models)], **common)
             written.append(f"report written to {drawing.report}")
     return [f"note: {line}" for line in dict.fromkeys(skipped)] + written

@@ -220,7 +220,7 @@ PANELS = {
     "Verdict": ("tolerance", "maximum", "minimum", "metric", "allow_other_data", "show_all"),
     "Outputs": ("json_path", "csv_path", "latex_path", "markdown_path", "junit_path", "sort_by", "sweep", "details",
                 "errors_csv", "errors_top", "out", "out_dir", "dtype", "errors", "overwrite", "mlflow"),
-    "Figures and report": ("plots", "plot_format", "figures", "report", "ls_alpha", "at_coverage",
+    "Figures and report": ("plots", "plot_format", "figures", "report", "top", "baselines", "ls_alpha", "at_coverage",
                            "rank_maps", "rank_maps_of"),
     "Run": ("engine", "shards", "device", "batch_size", "workers", "seed", "quiet", "no_warnings"),
 }

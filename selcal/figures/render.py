@@ -102,8 +102,9 @@ def _has_probability_score(model) -> bool:
 
 
 def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
-                 max_points: int | None = DEFAULT_MAX_POINTS, kinds=None, notes: list[str] | None = None
-                 ) -> list[Job]:
+                 max_points: int | None = DEFAULT_MAX_POINTS, kinds=None, notes: list[str] | None = None,
+                 overview: Sequence[int] | None = None, per_model: Sequence[int] | None = None,
+                 overview_note: str = "") -> list[Job]:
     """The figures of ``result``, in the order they are written, and why others are not drawn.
 
     Across models, when there are several: ``overlay_rc``; ``overlay_vmax_msp`` (for more
@@ -116,6 +117,11 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
     (their data kept, raw logits). ``kinds``: the families to draw (:func:`parse_kinds`;
     None: all). ``notes`` receives one line per figure that is not drawn or leaves a model
     out, with the reason. Nothing is skipped silently.
+
+    A zoo (issue 34): ``overview``, the indices of the models the figures across models draw (the
+    best k and any baseline; None: every model), ``overview_note`` added to their captions (which
+    models, where the rest are listed); ``per_model``, the models that get their own figures
+    (None: every model; the HTML report draws only those it shows). The sweep figures keep every model.
     """
     notes = notes if notes is not None else []
     models = list(result.models)
@@ -141,14 +147,18 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
         if wanted is None or family in wanted:
             notes.append(line)
 
-    everyone = range(len(models))
-    vmax_reasons = [vmax_msp_skip_reason(m) for m in models]
+    everyone = range(len(models)) if overview is None else list(overview)
+    own = set(range(len(models)) if per_model is None else per_model)
+    suffix = f" {overview_note}" if overview_note else ""
+    vmax_reasons = [vmax_msp_skip_reason(m) if i in own or i in everyone else None for i, m in enumerate(models)]
     if len(models) > 1:
-        add("overlay_rc", "rc", None, "Risk–coverage of every model, one panel per score.",
+        add("overlay_rc", "rc", None, ("Risk–coverage of every model, one panel per score." if overview is None
+                                       else "Risk–coverage, one panel per score.") + suffix,
             figure_rc_overlay, everyone, many=True, max_points=max_points)
-        drawn = [i for i, reason in enumerate(vmax_reasons) if reason is None]
+        drawn = [i for i in everyone if vmax_reasons[i] is None]
         by_reason: dict[str, list[str]] = {}
-        for m, reason in zip(models, vmax_reasons):
+        for i in everyone:
+            m, reason = models[i], vmax_reasons[i]
             if reason is not None and "msp" in m.scores:
                 by_reason.setdefault(reason, []).append(m.name)
         left_out = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
@@ -164,15 +174,16 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
                 which = "" if len(pages) == 1 else \
                     f" Models {page.start + 1}–{page.stop} of {len(drawn)}; upper panels share their y axis " \
                     f"across all {len(pages)} figures."
-                add("overlay_vmax_msp", "vmax_msp", None, "Max logit given MSP, correct vs incorrect, per model." + which,
+                add("overlay_vmax_msp", "vmax_msp", None, "Max logit given MSP, correct vs incorrect, per model." + which
+                    + suffix,
                     figure_vmax_msp_overlay, chosen, many=True,
                     stem="overlay_vmax_msp" if len(pages) == 1 else f"overlay_vmax_msp_{number}",
                     ls_alphas=[alphas[i] for i in chosen], limits=limits, page=(number, len(pages)))
         elif left_out:
             note("vmax_msp", f"overlay_vmax_msp not drawn: fewer than two models can be drawn; {'; '.join(left_out)}")
-    if any(m.groups is not None for m in models):
+    if any(models[i].groups is not None for i in everyone):
         add("errors_by_group", "errors_by_group", None,
-            f"Errors accepted at {100 * at_coverage:g}% coverage, stacked by group.",
+            f"Errors accepted at {100 * at_coverage:g}% coverage, stacked by group." + suffix,
             figure_errors_by_group, everyone, many=True, coverage=at_coverage)
     for name in sorted({key for m in models for key in (m.extra.get("sweep") or {})}):
         swept = [i for i, m in enumerate(models) if name in (m.extra.get("sweep") or {})]
@@ -180,13 +191,15 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
             f"Headline metrics against {name}: accuracy, AURC and coverage at risk of every score, "
             "ECE and adaptive ECE before and after temperature scaling.", figure_sweep_of, swept, many=True,
             name=name)
-    profiled = [i for i, m in enumerate(models) if m.rows is not None and m.rows.profile is not None
-                and raw_logits(m)]
+    profiled = [i for i in everyone if models[i].rows is not None and models[i].rows.profile is not None
+                and raw_logits(models[i])]
     if 1 < len(profiled) <= OVERLAY_PROFILE_MODELS:
         add("overlay_logit_profile", "logit_profile", None,
             "Sorted logits (v, v^p, exp v), mean ± std per rank, every model; solid: correct, dashed: incorrect.",
             figure_logit_profile, profiled, many=True)
     for index, (model, alpha, vmax_reason) in enumerate(zip(models, alphas, vmax_reasons)):
+        if index not in own:
+            continue
         add("rc", "rc", index, "Risk–coverage, one curve per score.", figure_rc, [index],
             max_points=max_points)
         if _has_probability_score(model):
@@ -311,7 +324,8 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
 def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                    max_points: int | None = DEFAULT_MAX_POINTS, notes: list[str] | None = None, kinds=None,
                    workers: int = 1, progress: Callable[[int, int], None] | None = None,
-                   skip_tiled: bool = False) -> Iterator[RenderedFigure]:
+                   skip_tiled: bool = False, overview: Sequence[int] | None = None,
+                   per_model: Sequence[int] | None = None, overview_note: str = "") -> Iterator[RenderedFigure]:
     """Every figure of :func:`plan_figures`, drawn and rendered, one at a time in plan order.
 
     ``workers``: processes that draw (1, the default, draws here; ``selcal evaluate`` passes
@@ -322,11 +336,12 @@ def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_cove
     ``notes``: see :func:`plan_figures`. ``skip_tiled`` (the HTML report, which shows a model's figure of
     a kind in :data:`TILES` only as a tile of the figure across models): such a figure is yielded with
     its caption and no bytes, undrawn, unless the figure across models has nothing to show.
+    ``overview``, ``per_model``, ``overview_note``: a zoo's figures (see :func:`plan_figures`).
     """
     models = list(result.models)
     _validate(fmt, ls_alpha, at_coverage, len(models))
     jobs = plan_figures(result, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points, kinds=kinds,
-                        notes=notes)
+                        notes=notes, overview=overview, per_model=per_model, overview_note=overview_note)
     if skip_tiled:
         yield from _render_untiled(jobs, models, fmt, workers, progress)
         return
@@ -376,7 +391,8 @@ def _render_untiled(jobs: Sequence[Job], models: Sequence, fmt: str, workers: in
 def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                 max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False,
                 notes: list[str] | None = None, outputs: Outputs | None = None, kinds=None,
-                workers: int = 1, progress: Callable[[int, int], None] | None = None
+                workers: int = 1, progress: Callable[[int, int], None] | None = None,
+                overview: Sequence[int] | None = None, overview_note: str = ""
                 ) -> list[RenderedFigure]:
     """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
 
@@ -391,7 +407,7 @@ def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at
         with Outputs() as own:
             return write_plots(result, folder, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
                                max_points=max_points, keep_data=keep_data, notes=notes, outputs=own, kinds=kinds,
-                               workers=workers, progress=progress)
+                               workers=workers, progress=progress, overview=overview, overview_note=overview_note)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise SelcalError(f"{folder}: is a file; --plots takes a folder")
@@ -399,7 +415,8 @@ def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at
     outputs.folder(folder)
     written = []
     for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points,
-                                   notes=notes, kinds=kinds, workers=workers, progress=progress):
+                                   notes=notes, kinds=kinds, workers=workers, progress=progress, overview=overview,
+                                   overview_note=overview_note):
         path = folder / f"{rendered.stem}.{fmt}"
         outputs.write(path, rendered.data)
         rendered.path = path

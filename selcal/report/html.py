@@ -26,9 +26,9 @@ from .._version import __version__
 from ..writers.output import Outputs
 from . import calibrators, fit_notes, metric_sections
 from ..scores import REGISTRY
-from ..options import DEFAULT_AT_COVERAGE
+from ..options import DEFAULT_AT_COVERAGE, DEFAULT_TOP
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report", "write_report", "zoo_selection"]
 
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
 _WIDE_KINDS = ("reliability", "smooth", "logit_profile", "errors_by_group")  # panels side by side: a whole row
@@ -76,7 +76,50 @@ nav.toc ul { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(
 @media (max-width: 960px) { body { padding: 1em 0.8em 3em; } th, td { padding: 0.2em 0.45em; }
   th:first-child, td:first-child, table.summary td:first-child, table.calibrators-best td:first-child { min-width: 7em; } }
 code { font-size: 0.95em; }
+section.warnings li { list-style: none; margin: 0.1em 0; }
+section.warnings summary { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; cursor: pointer; }
+section.warnings details[open] summary { white-space: normal; }
+span.count { display: inline-block; min-width: 2.6em; font-weight: 600; color: #8a5300; }
+table.summary th.sortable { cursor: pointer; } table.summary th[aria-sort]::after { content: " ▾"; color: #777; }
+table.summary th[aria-sort='ascending']::after { content: " ▴"; }
+tr.drawn td:first-child { font-weight: 600; }
+details.model > summary { cursor: pointer; } details.model > summary h2 { display: inline; border: 0; }
+nav.toc details summary { cursor: pointer; }
 """
+
+# Sorting a summary table by a column: a click on its header (the page reads the same without it).
+_SORT_SCRIPT = """<script>
+document.querySelectorAll("table.summary").forEach(function (table) {
+  table.querySelectorAll("thead th").forEach(function (th, column) {
+    th.classList.add("sortable");
+    th.title = "sort by this column";
+    th.addEventListener("click", function () {
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var down = th.getAttribute("aria-sort") !== "descending";
+      table.querySelectorAll("thead th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", down ? "descending" : "ascending");
+      function key(row) {
+        var cell = row.cells[column], v = cell.getAttribute("data-v");
+        return v === null ? cell.textContent.trim() : (v === "" ? null : parseFloat(v));
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x === null || y === null) { return (x === null) - (y === null); }  // no value: last
+        var c = typeof x === "number" ? x - y : String(x).localeCompare(String(y));
+        return down ? -c : c;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+</script>"""
+
+
+def _cell(value, kind: str) -> str:
+    """A summary cell: the value as shown, and as a number for the page's sorting (``data-v``)."""
+    number = "" if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) \
+        or not math.isfinite(value) else repr(float(value))
+    return f"<td data-v='{number}'>{_format(value, kind)}</td>"
 
 
 def _format(value, kind: str) -> str:
@@ -235,14 +278,15 @@ def _figure_html(figure) -> str:
             f"<figcaption>{_e(figure.caption)}</figcaption></figure>")
 
 
-def _contents(result, across: bool) -> str:
-    """The table of contents: summary, figures across models, every model, settings."""
-    items = ["<li><a href='#summary'>Summary</a></li>"]
+def _contents(models, across: bool) -> str:
+    """The table of contents: summary, figures across models, every model (folded), settings."""
+    parts = ["<a href='#summary'>Summary</a>"]
     if across:
-        items.append("<li><a href='#across-models'>Across models</a></li>")
-    items += [f"<li><a href='#{_anchor(m.name)}'>{_name(m.name)}</a></li>" for m in result.models]
-    items.append("<li><a href='#settings'>Settings</a></li>")
-    return "<nav class='toc'><strong>Contents</strong><ul>" + "".join(items) + "</ul></nav>"
+        parts.append("<a href='#across-models'>Across models</a>")
+    parts.append("<a href='#settings'>Settings</a>")
+    items = "".join(f"<li><a href='#{_anchor(m.name)}'>{_name(m.name)}</a></li>" for m in models)
+    return (f"<nav class='toc'><strong>Contents</strong>: {' · '.join(parts)}<details><summary>every model "
+            f"({len(models)})</summary><ul>{items}</ul></details></nav>")
 
 
 def _setting(value) -> str:
@@ -284,75 +328,140 @@ def settings_rows(result, plot_settings: dict[str, Any] | None = None) -> list[t
     return rows
 
 
-def _warnings(result, notes: Sequence[str]) -> str:
-    items = [f"<li><a href='#{_anchor(m.name)}'>{_name(m.name)}</a>: {_e(w)}</li>"
-             for m in result.models for w in m.warnings]
-    items += [f"<li>figure {_e(n)}</li>" for n in notes]
+def _figure_pairs(result, notes: Sequence[str]) -> list[tuple[str, str]]:
+    """Figure notes as (figure, reason) pairs: a model's figure named by its model, so that the same
+    reason about many models' figures is one kind (``vmax_msp not drawn: ...``)."""
+    from ..figures.base import safe_stem
+
+    stems = sorted(((safe_stem(m.name), m.name) for m in result.models), key=lambda pair: -len(pair[0]))
+    pairs = []
+    for note in notes:
+        owner = next(((stem, name) for stem, name in stems if note.startswith(stem + "_")), None)
+        pairs.append(("", note) if owner is None else (owner[1], note[len(owner[0]) + 1:]))
+    return pairs
+
+
+def _warnings(result, notes: Sequence[str], board_warnings: Sequence[str] = ()) -> str:
+    """One line per kind of warning with its count (models, or figures), the details folded under it:
+    the models' warnings (:mod:`selcal.report.warning_groups`), the board's, the figures not drawn."""
+    from .warning_groups import group_warnings
+
+    n = len(result.models)
+    items = []
+    for group in group_warnings([(m.name, w) for m in result.models for w in m.warnings]):
+        links = ", ".join(f"<a href='#{_anchor(name)}'>{_name(name)}</a>" for name in group.models)
+        count = f"{len(group.models)} model{'s' if len(group.models) != 1 else ''}"
+        if len(group.models) == 1:
+            items.append(f"<li><span class='count'>1</span> {links}: {_e(group.text)}</li>")
+        else:
+            items.append(f"<li><details><summary><span class='count'>{len(group.models)}</span> "
+                         f"{_e(group.text)}</summary>{'all ' if len(group.models) == n else ''}{count}: {links}"
+                         "</details></li>")
+    items += [f"<li><details><summary><span class='count'>{n}</span> {_e(line)}</summary>{_e(line)}</details></li>"
+              for line in board_warnings if line]
+    for group in group_warnings(_figure_pairs(result, notes)):
+        named = [m for m in group.models if m]
+        what = f"{len(group.texts)} figure{'s' if len(group.texts) != 1 else ''}"
+        detail = ", ".join(_name(m) for m in named) if named else "; ".join(_e(t) for t in group.texts)
+        items.append(f"<li><details><summary><span class='count'>{len(group.texts)}</span> figure: "
+                     f"{_e(group.text)}</summary>{what}"
+                     + (f" of {detail}" if named else f": {detail}") + "</details></li>")
     if not items:
         return ""
-    return ("<section class='warnings'><strong>Warnings</strong><ul>" + "".join(items) + "</ul></section>")
+    return ("<section class='warnings'><strong>Warnings</strong> (one line per kind, with how many; "
+            "click a line for the details)<ul>" + "".join(items) + "</ul></section>")
 
 
 def render_report(result, figures: Sequence | None = None, *, title: str = "selcal report",
-                  plot_settings: dict[str, Any] | None = None, notes: Sequence[str] = ()) -> str:
+                  plot_settings: dict[str, Any] | None = None, notes: Sequence[str] = (),
+                  order: Sequence[str] | None = None, drawn: Sequence[str] | None = None,
+                  board_warnings: Sequence[str] = ()) -> str:
     """The HTML text. ``figures``: :class:`selcal.figures.RenderedFigure` objects (PNG or SVG bytes);
     ``notes``: figures not drawn, with the reason (:func:`selcal.figures.render_figures`).
 
-    Warnings (of every model, and the figure notes) come first, under the title; the summary
-    gives per model the accuracy, each score's AURC, and the ECE before (msp) and after
-    (temp) temperature scaling with T, then (with calibrators) the best calibrator per model on
-    ECE, smooth ECE and AURC (:func:`selcal.report.calibrators.html_summary`); model names and
-    paths break at ``/ _ - .`` first (:func:`selcal.escape.html_name`); the settings table ends
-    the page."""
+    The page opens on the answer: the title; one line per kind of warning with its count, the
+    details folded (the models' warnings grouped by :mod:`selcal.report.warning_groups`,
+    ``board_warnings`` such as the rows one, the figures not drawn); then the summary, one row per
+    model in ``order`` (the leaderboard's; default :func:`selcal.report.leaderboard`'s), sortable by
+    any column in the browser (a small inline script; without it the page reads the same): the
+    evaluation rows (``(h)``: a random hold-out), accuracy, each score's AURC, and the ECE before (msp)
+    and after (temp) temperature scaling with T; then (with calibrators) the best calibrator per
+    model (:func:`selcal.report.calibrators.html_summary`). ``drawn``: the models shown with their
+    figures (a zoo's best k and its baselines; None: every model); every other model's section is
+    folded, its tables only. Model names and paths break at ``/ _ - .`` first
+    (:func:`selcal.escape.html_name`); the settings table ends the page."""
     figures = list(figures or [])
     plot_settings = dict(plot_settings or {})
+    by_name = {m.name: m for m in result.models}
+    if order is None:
+        from .leaderboard import leaderboard
+
+        order = [row["model"] for row in leaderboard(result)]
+    models = [by_name[name] for name in order if name in by_name]
+    models += [m for m in result.models if m.name not in set(order)]
+    shown = {m.name for m in models} if drawn is None else set(drawn)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f"<p class='meta'>{len(result.models)} model{'s' if len(result.models) != 1 else ''}, evaluated by "
-        f"selcal {_e(__version__)}. Fractions are shown as percent; definitions follow CONVENTIONS.md; "
-        "the settings are at the <a href='#settings'>end</a>.</p>",
-        _warnings(result, notes),
+        f"<p class='meta'>{len(models)} model{'s' if len(models) != 1 else ''}, evaluated by "
+        f"selcal {_e(__version__)}"
+        + (f"; the {len(shown)} in bold are drawn in the figures, the others' sections are folded"
+           if len(shown) < len(models) else "")
+        + ". Fractions are shown as percent; the settings are at the <a href='#settings'>end</a>.</p>",
+        _warnings(result, notes, board_warnings),
     ]
-    # Summary across models.
-    parts.append(_contents(result, any(f.model is None for f in figures)))
-    parts.append("<h2 id='summary'>Summary</h2><div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
+    parts.append("<h2 id='summary'>Summary</h2><p class='note'>In the leaderboard's order; click a column's header "
+                 "to sort by it. evaluated: evaluation rows, (h) a random hold-out of the file.</p>"
+                 "<div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
                  "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>")
     # the AURC of every score some model has, then the summary columns the registry's entries add
-    score_names = [s for s in REGISTRY if any(s in m.scores for m in result.models)]
+    score_names = [s for s in REGISTRY if any(s in m.scores for m in models)]
     parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
     summary = [c for e in REGISTRY.values() if e.name in score_names for c in e.display.leaderboard
                if c.place in ("summary", "report") and c.kind in ("pct", "num")
-               and any(c.value(m.scores) is not None for m in result.models)]
+               and any(c.value(m.scores) is not None for m in models)]
     summary.sort(key=lambda c: c.rank)
     parts += [f"<th>{_e(c.title or c.header)}{' (%)' if c.kind == 'pct' else ''}</th>" for c in summary]
     parts.append("</tr></thead><tbody>")
-    for model in result.models:
-        cells = "".join(f"<td>{_format(model.scores.get(s, {}).get('aurc'), 'pct')}</td>" for s in score_names)
-        cells += "".join(f"<td>{_format(c.value(model.scores), c.kind)}</td>" for c in summary)
+    for model in models:
+        cells = "".join(_cell(model.scores.get(s, {}).get("aurc"), "pct") for s in score_names)
+        cells += "".join(_cell(c.value(model.scores), c.kind) for c in summary)
         fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
-        parts.append(f"<tr><td><a href='#{_anchor(model.name)}'>{_name(model.name)}</a></td>"
-                     f"<td>{'-' if model.num_classes is None else model.num_classes}</td><td>{model.n_eval:,}</td><td>{fitted}</td>"
-                     f"<td>{_format(model.accuracy, 'pct')}</td>{cells}</tr>")
+        held = " (h)" if model.split == "holdout" else ""
+        k = "-" if model.num_classes is None else model.num_classes
+        row_class = " class='drawn'" if model.name in shown and len(shown) < len(models) else ""
+        parts.append(f"<tr{row_class}>"
+                     f"<td><a href='#{_anchor(model.name)}'>{_name(model.name)}</a></td>"
+                     f"<td data-v='{'' if model.num_classes is None else model.num_classes}'>{k}</td>"
+                     f"<td data-v='{model.n_eval}'>{model.n_eval:,}{held}</td>"
+                     f"<td data-v='{model.n_val or 0}'>{fitted}</td>{_cell(model.accuracy, 'pct')}{cells}</tr>")
     parts.append("</tbody></table></div>")
     # which calibrator is best per model on ECE, smooth ECE and AURC (when some model has calibrators)
     parts.append(calibrators.html_summary(
-        result.models, _e, lambda m: f"<a href='#{_anchor(m.name)}-calibrators'>{_name(m.name)}</a>"))
+        models, _e, lambda m: f"<a href='#{_anchor(m.name)}-calibrators'>{_name(m.name)}</a>"))
     shared = [f for f in figures if f.model is None]
+    parts.append(_contents(models, bool(shared)))
     tiled = _tiled(figures)  # per-model figures a figure across models shows: embedded once, there
     if shared:
         parts.append("<h2 id='across-models'>Across models</h2><div class='figures'>")
         parts += [_figure_html(f) for f in shared]
         parts.append("</div>")
-    for model in result.models:
-        parts.append(f"<h2 id='{_anchor(model.name)}'>{_name(model.name)}</h2>")
+        if len(shown) < len(models):
+            rest = [m for m in models if m.name not in shown]
+            parts.append(f"<details><summary>{len(rest)} models not drawn (in the summary, in its order)</summary>"
+                         + ", ".join(f"<a href='#{_anchor(m.name)}'>{_name(m.name)}</a>" for m in rest) + "</details>")
+    for model in models:
+        folded = model.name not in shown
+        heading = f"<h2 id='{_anchor(model.name)}'>{_name(model.name)}</h2>"
+        parts.append(f"<details class='model'><summary>{heading}</summary>" if folded else heading)
         parts.append(f"<p class='meta'><code>{_name(model.path)}</code>"
                      + (f" (validation: <code>{_name(model.extra['val_path'])}</code>)"
                         if model.extra.get("val_path") else "")
                      + (f" · K = {model.num_classes}" if model.num_classes is not None else " · no logits")
                      + f" · evaluated on {model.n_eval:,} rows"
+                     + (" (a random hold-out)" if model.split == "holdout" else "")
                      + (f", fitted on {model.n_val:,} ({_e(model.split)})" if model.n_val else "")
                      + f" · accuracy {_format(model.accuracy, 'pct')}%"
                      + (f" · top-5 accuracy {_format(model.top5_accuracy, 'pct')}%"
@@ -361,26 +470,70 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         parts.append(calibrators.html(model, _e, (getattr(result, "bootstrap", None) or {}).get("confidence"),
                                       anchor=_anchor(model.name) + "-calibrators"))
         parts += [f"<p class='note'>{_e(n)}</p>" for n in _notes(model)]
+        missing = model.extra.get("not_available")
+        if missing and missing.get("scores"):
+            parts.append(f"<p class='note'>not available {_e(missing.get('reason') or 'without logits')}: "
+                         f"{_e(', '.join(missing['scores']))}</p>")
         parts += [f"<p class='warning'>warning: {_e(w)}</p>" for w in model.warnings]
         parts.append(_group_table(model))
         parts.append(_errors_tables(model))
-        own = [f for f in figures if f.model == model.name]
-        drawn = [_figure_html(f) for f in own if (model.name, f.kind) not in tiled]
-        if drawn:
-            parts.append("<div class='figures'>" + "".join(drawn) + "</div>")
-        parts += [_tile_note(f, tiled[model.name, f.kind]) for f in own if (model.name, f.kind) in tiled]
+        if not folded:
+            own = [f for f in figures if f.model == model.name]
+            drawn_html = [_figure_html(f) for f in own if (model.name, f.kind) not in tiled]
+            if drawn_html:
+                parts.append("<div class='figures'>" + "".join(drawn_html) + "</div>")
+            parts += [_tile_note(f, tiled[model.name, f.kind]) for f in own if (model.name, f.kind) in tiled]
+        else:
+            parts.append("<p class='note'>Its figures are not drawn in this report (a zoo draws the models in bold "
+                         "in the summary); <code>--top</code> or <code>--baseline</code> draws more.</p></details>")
     parts.append("<h2 id='settings'>Settings</h2><div class='scroll'><table class='settings'><thead><tr>"
                  "<th>setting</th><th>value</th><th>default, where it differs</th></tr></thead><tbody>")
     parts += [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td><td class='default'>{'' if d is None else _e(d)}</td></tr>"
               for k, v, d in settings_rows(result, plot_settings)]
-    parts.append("</tbody></table></div></body></html>\n")
+    parts.append(f"</tbody></table></div>{_SORT_SCRIPT}</body></html>\n")
     return "\n".join(p for p in parts if p)
+
+
+def zoo_selection(result, order: Sequence[str], top: int, baselines: Sequence[str] = ()
+                  ) -> tuple[list[int] | None, str]:
+    """The models a zoo's figures draw: the first ``top`` of ``order`` (the leaderboard's) and every
+    model named in ``baselines`` (a name or a TEST path), as indices into ``result.models``, and the
+    note their captions get; ``(None, "")`` when there are no more models than that (every model drawn).
+
+    >>> from types import SimpleNamespace as M
+    >>> zoo = M(models=[M(name=n, path=n + ".npz") for n in "abcde"])
+    >>> zoo_selection(zoo, ["e", "d", "c", "b", "a"], 2, ["a.npz"])[0]
+    [0, 3, 4]
+    >>> zoo_selection(zoo, list("abcde"), 8)
+    (None, '')
+    """
+    from ..errors import SelcalError
+
+    names = [m.name for m in result.models]
+    wanted: list[str] = []
+    for baseline in baselines:
+        match = [m.name for m in result.models if baseline in (m.name, m.path, str(m.path))]
+        if not match:
+            raise SelcalError(f"--baseline {baseline!r} names no model; the models are {', '.join(names[:5])}"
+                              + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
+        wanted += match
+    best = [name for name in order if name not in wanted][:max(top, 0)]
+    chosen = set(best) | set(wanted)
+    if len(chosen) >= len(names):
+        return None, ""
+    indices = [i for i, name in enumerate(names) if name in chosen]
+    note = (f"Drawn: the {len(best)} best models of the leaderboard"
+            + (f" and the baseline{'s' if len(set(wanted)) > 1 else ''} {', '.join(dict.fromkeys(wanted))}"
+               if wanted else "")
+            + f"; the other {len(names) - len(chosen)} are in the summary (--top K draws more).")
+    return indices, note
 
 
 def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                  title: str | None = None, plot_settings: dict[str, Any] | None = None,
                  notes: list[str] | None = None, outputs: Outputs | None = None, kinds=None, workers: int = 1,
-                 progress=None) -> Path:
+                 progress=None, top: int = DEFAULT_TOP, baselines: Sequence[str] = (), sort_by: str | None = None,
+                 board_warnings: Sequence[str] = (), order: Sequence[str] | None = None) -> Path:
     """Write the page to ``path`` atomically (a missing parent folder is created).
 
     Without ``figures`` (or with figures in a format a browser cannot show inline, such as
@@ -389,21 +542,34 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     their notes are added to this list too, so that the caller can print them.
     ``outputs``: stage the page in that transaction, for the caller to commit with its other outputs.
     ``kinds``, ``workers``, ``progress``: of the figures rendered here (see
-    :func:`selcal.figures.render_figures`).
+    :func:`selcal.figures.render_figures`). A zoo (more models than ``top``): the figures across
+    models draw the ``top`` best models of the leaderboard (sorted by ``sort_by``) and the
+    ``baselines`` (:func:`zoo_selection`), only those get their own figures, drawn, and every other
+    model's section is folded. ``board_warnings``: warnings about the board as a whole (the rows one).
+    ``order``: the models' names in the leaderboard's order, when the caller has it.
     """
     from ..figures import render_figures
+    from .leaderboard import leaderboard
 
+    order = list(order) if order is not None else [row["model"] for row in leaderboard(result, sort_by)]
+    chosen, note = zoo_selection(result, order, top, baselines)
+    drawn = None if chosen is None else [result.models[i].name for i in chosen]
     shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
         own: list[str] = []
         figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own,
-                                      kinds=kinds, workers=workers, progress=progress, skip_tiled=True))
+                                      kinds=kinds, workers=workers, progress=progress, skip_tiled=True,
+                                      overview=chosen, per_model=chosen, overview_note=note))
         shown = own
         if notes is not None:
             notes.extend(n for n in own if n not in notes)
-    settings = {"ls_alpha": ls_alpha, "at_coverage": at_coverage}
+    elif drawn is not None:  # the figures of --plots: those of the models shown
+        figures = [f for f in figures if f.model is None or f.model in drawn]
+    settings = {"ls_alpha": ls_alpha, "at_coverage": at_coverage, "top": top,
+                "baselines": ", ".join(baselines) or None}
     settings.update(plot_settings or {})
-    text = render_report(result, figures, title=title or "selcal report", plot_settings=settings, notes=shown)
+    text = render_report(result, figures, title=title or "selcal report", plot_settings=settings, notes=shown,
+                         order=order, drawn=drawn, board_warnings=board_warnings)
     path = Path(path)
     if outputs is None:
         with Outputs() as own:
