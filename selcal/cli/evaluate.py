@@ -77,7 +77,7 @@ def evaluate(
                                             "--errors-csv": errors_csv})
         to_stdout += check_outputs(outputs, {"--report": report}, to_stdout, make_parents=True)
         outputs.check_folder(plots, f".{plot_format}")
-        with evaluation_bars(run.engine, run.bootstrap_refit) as progress:
+        with evaluation_bars(run.engine, run.bootstrap_refit, enabled=not quiet) as progress:
             result = evaluation(files, val, options=options, read=reading, run=run, figures=drawing, progress=progress)
         board, notes = _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, errors_csv,
                               {"label_col": label_col or "auto (label, labels, target or y)", "logits_col": logits_col,

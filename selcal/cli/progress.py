@@ -1,10 +1,34 @@
-"""Progress shown on a terminal (never in a pipe or a CI log): a bar for work counted in pieces,
-a rows-per-second line for one model's pass, a bar of images for ``selcal dump``."""
+"""Progress: on a terminal, a bar for work counted in pieces, a rows-per-second line for one model's
+pass, a bar of images for ``selcal dump``; in a pipe or a CI log, a plain line on stderr at most
+every :data:`PIPE_EVERY` seconds (``selcal: bootstrap resamples 300/1000``), never a bar's control
+characters, so that long work does not look hung (issue 34)."""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+
+
+PIPE_EVERY = 10.0  # seconds between two progress lines in a pipe or a CI log
+
+
+def pipe_lines(every: float | None = None, clock=time.monotonic, write=None):
+    """``line(what, done, total)``: prints ``selcal: WHAT DONE/TOTAL`` on stderr when ``every`` seconds
+    have passed since the work started or since the last line (a short run prints nothing), plain
+    text, one line each (for a pipe or a CI log)."""
+    import sys
+
+    write = write or (lambda text: (sys.stderr.write(text + "\n"), sys.stderr.flush()))
+    every = PIPE_EVERY if every is None else every
+    last = [clock()]
+
+    def line(what: str, done: int, total: int | None) -> None:
+        now = clock()
+        if now - last[0] >= every:
+            last[0] = now
+            write(f"selcal: {what} {done:,}" + (f"/{total:,}" if total else ""))
+
+    return line
 
 
 @contextmanager
@@ -15,8 +39,12 @@ def count_bar(what: str, enabled: bool = True):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if not enabled:
         yield None
+        return
+    if not console.is_terminal:  # a pipe or a CI log: a plain line at most every PIPE_EVERY seconds
+        line = pipe_lines()
+        yield lambda done, total: line(what, done, total)
         return
     bar = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                    transient=True)
@@ -104,17 +132,31 @@ def images_bar(enabled: bool = True):
 
 
 @contextmanager
-def evaluation_bars(engine: str, refit: bool = False):
+def evaluation_bars(engine: str, refit: bool = False, enabled: bool = True):
     """The hook ``progress(what, done, total)`` that :func:`selcal.api.evaluate` reports to, drawing the
     bars of ``selcal evaluate`` on a terminal: the rows of one model's pass (:func:`progress_bar`), the
     models done (when there are several, or they run on Ray), then the bootstrap resamples (the
-    evaluation's bars end when the first resample is counted). None in a pipe or a CI log."""
+    evaluation's bars end when the first resample is counted). In a pipe or a CI log: the models
+    and the resamples done, a plain line at most every :data:`PIPE_EVERY` seconds (:func:`pipe_lines`).
+    ``enabled`` False (``-q``): nothing."""
     from contextlib import ExitStack
 
     from rich.console import Console
 
-    if not Console(stderr=True).is_terminal:
+    if not enabled:
         yield None
+        return
+    if not Console(stderr=True).is_terminal:
+        line = pipe_lines()
+        label = "bootstrap resamples" + (", fitted scores refitted," if refit else "")
+
+        def plain(what: str, done: int, total: int | None) -> None:
+            if what == "models" and (total or 0) > 1:
+                line("models", done, total)
+            elif what == "resamples":
+                line(label, done, total)
+
+        yield plain
         return
     with ExitStack() as stack:
         evaluation = stack.enter_context(ExitStack())
