@@ -1,8 +1,12 @@
-"""Benchmark: bootstrap intervals with B = 1000 resamples of N = 50 000 synthetic rows.
+"""Benchmark: bootstrap intervals with B = 1000 resamples of N = 50 000 synthetic rows, and the cost
+of ``--bootstrap`` on the 10 000-row sample as the ratio of two whole ``selcal evaluate`` runs.
 
 Run: ``python bench/bench_bootstrap.py [N] [B]``. Evaluates every score (msp, max_logit,
 pnorm, temp) on synthetic logits, then times :func:`selcal.bootstrap.add_intervals`
-(no refit) and prints the time.
+(no refit) and prints the time. ``python bench/bench_bootstrap.py ratios [RUNS]``: in one run, the
+wall time of ``selcal evaluate sample_logits/calibrator_cifar10_resnet50_ce.parquet -q`` with and
+without ``--bootstrap 1000``, for the default scores and for ``--scores calibrators``, each the best
+of RUNS (default 3) whole processes, and the two ratios (issue 34: at most 2x and 3x), with the load.
 """
 
 from __future__ import annotations
@@ -35,5 +39,39 @@ def main(n: int = 50_000, resamples: int = 1000) -> None:
     print(f"bootstrap B={resamples} N={n} scores={','.join(model.scores)}: {elapsed:.2f} s ({cpu:.2f} s CPU)")
 
 
+SAMPLE = "sample_logits/calibrator_cifar10_resnet50_ce.parquet"
+
+
+def process_time(args: list[str], runs: int) -> float:
+    """The best wall time of ``runs`` whole ``selcal`` processes (the least disturbed by other work)."""
+    import os
+    import subprocess
+
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "selcal.cli", *args], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": os.getcwd()})
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def ratios(runs: int = 3) -> dict[str, float]:
+    """``--bootstrap 1000`` against none on the 10 000-row sample, default scores and calibrators."""
+    import os
+
+    out = {}
+    for label, scores in (("default scores", []), ("--scores calibrators", ["--scores", "calibrators"])):
+        base = process_time(["evaluate", SAMPLE, "-q", *scores], runs)
+        boot = process_time(["evaluate", SAMPLE, "-q", "--bootstrap", "1000", *scores], runs)
+        out[label] = boot / base
+        print(f"{label}: {base:.2f} s without, {boot:.2f} s with --bootstrap 1000: {boot / base:.2f}x "
+              f"(best of {runs}; load {os.getloadavg()[0]:.2f})")
+    return out
+
+
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    if sys.argv[1:2] == ["ratios"]:
+        ratios(*(int(a) for a in sys.argv[2:3]))
+    else:
+        main(*(int(a) for a in sys.argv[1:3]))
