@@ -18,6 +18,7 @@ output (figures without the JSON), or a worker left running.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,7 +70,12 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         raise
-    return process.returncode, err.decode()
+    # (the progress lines a pipe gets every 10 s, issue 34, depend on the machine's speed: left out)
+    return process.returncode, "".join(line for line in err.decode().splitlines(keepends=True)
+                                       if not PROGRESS_LINE.match(line))
+
+
+PROGRESS_LINE = re.compile(r"^selcal: [a-z ,-]+ [\d,]+(/[\d,]+)?\n?$")
 
 
 def no_process_left(group: int) -> bool:
