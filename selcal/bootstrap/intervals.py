@@ -73,7 +73,10 @@ def _all_metrics(data: RowData, resamples: int, seed: int, refit: RefitData | No
     val_order = validation_order(refit) if fitted else None
     values = Values(resamples)
     done = 0
-    blocks = draw_resamples(data.n, resamples, seed, data.bins)
+    # a block's arrays are resamples x max(rows, bins, smooth ECE's grid): with few rows, smooth ECE's
+    # grid of up to 4096 points sets the block (60 rows gave blocks of 4 369 resamples, about 1 GB of grids)
+    width = max(data.bins, catalog.SMOOTH_RESAMPLE["max_grid"]) if data.confidence else data.bins
+    blocks = draw_resamples(data.n, resamples, seed, width)
     for draws, block in in_order(prepared.metrics, blocks, 1 if fitted else threads(options or data.options)):
         if fitted:
             n_val = val_order.size
