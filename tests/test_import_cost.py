@@ -27,6 +27,7 @@ def test_import_loads_no_heavy_optional_module(statement):
     assert not loaded_after(statement) & set(HEAVY)
 
 
+@pytest.mark.slow
 def test_evaluating_a_parquet_dump_loads_no_polars(tmp_path):
     import numpy as np
     import pyarrow as pa
@@ -41,6 +42,7 @@ def test_evaluating_a_parquet_dump_loads_no_polars(tmp_path):
     assert "selcal" in loaded and "polars" not in loaded
 
 
+@pytest.mark.slow
 def test_reading_a_csv_dump_still_works_once_polars_is_imported_lazily(tmp_path):
     path = tmp_path / "dump.csv"
     path.write_text("label,logit_0,logit_1\n" + "".join(f"{i % 2},{i % 3}.5,{i % 5}\n" for i in range(200)))

@@ -314,7 +314,7 @@ def fit(figure) -> None:
 # PNG figures are 256-colour palette images: a third of the bytes of the RGBA files matplotlib
 # writes, with no visible change (the palette by Pillow's maximum-coverage quantizer, without
 # dithering: the white background stays exact, and the largest change of a channel was 13 of 255
-# on the figures of bench/bench_report.py; tests/test_plots.py allows 16).
+# on the figures of bench/bench_report.py; tests/figures/test_figure_data.py allows 16).
 PNG_COLOURS = 256
 
 

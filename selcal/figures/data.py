@@ -1,5 +1,5 @@
 """The numbers each figure shows, prepared from a model's arrays: pure functions of numpy
-arrays (no matplotlib), each tested against a direct computation in tests/test_plots.py.
+arrays (no matplotlib), each tested against a direct computation in tests/figures/test_figure_data.py.
 The family modules draw what these return and measure nothing themselves.
 """
 

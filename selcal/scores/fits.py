@@ -452,7 +452,7 @@ GRID_CHUNK_ELEMENTS = 1 << 18
 _EXP_FAST_FROM = -700.0
 # ... and it is exactly 0 below this one: e**-746 < 0.43 * 2**-1075, less than half of half the smallest
 # subnormal (2**-1074), so that no exp within 0.78 of a unit in the last place (of the subnormals) of the
-# true value can be anything but 0 (numpy's first non-zero is at -745.1332; tests/test_more_scores.py
+# true value can be anything but 0 (numpy's first non-zero is at -745.1332; tests/scores/test_more_scores.py
 # sweeps the range). Values in [-746, -700) take numpy's slow path one by one: the narrower, the faster.
 _EXP_ZERO_BELOW = -746.0
 
@@ -575,7 +575,7 @@ def _doublings(t_grid) -> list:
 # Squarings in a row before an exp again: the error bound doubles with each (_squared_slack).
 _SQUARINGS = 6
 # numpy's float64 exp is taken to be within this many units in the last place of exp (it is within 1
-# where tests/test_pnorm_softmax_bound.py measures it against Python's correctly rounded Decimal.exp).
+# where tests/scores/test_pnorm_softmax_bound.py measures it against Python's correctly rounded Decimal.exp).
 _EXP_ULPS = 4
 
 

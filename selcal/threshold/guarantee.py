@@ -361,7 +361,7 @@ def ltt_coverages(n: int, risk: float, delta: float, testable_only: bool = False
     can only stop the sequence. That start depends on n, r and δ alone, never on the scores, so
     the guarantee holds; but it is not the default, because it makes the answer non-monotone:
     a larger δ (or r) moves the start to an earlier coverage whose hypothesis may fail, and
-    then gives a *lower* coverage (``tests/test_threshold.py`` has the case).
+    then gives a *lower* coverage (``tests/threshold/test_threshold_guarantee.py`` has the case).
 
     Examples
     --------

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_data
+from helpers import make_data
 
 import selcal
 from selcal.cli import app

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import make_data
+from helpers import make_data
 
 import selcal
 from selcal.errors import SelcalError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_data, result_schema_errors
+from helpers import make_data, result_schema_errors
 
 import selcal
 from selcal.metrics import catalog

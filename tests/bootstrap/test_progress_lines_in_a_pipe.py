@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from conftest import make_data
+from helpers import make_data
 
 from selcal.cli import progress
 

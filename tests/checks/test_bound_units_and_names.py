@@ -123,6 +123,7 @@ def test_metric_takes_the_csv_column_name(result):
     assert [r["metric"] for r in report["rows"]] == ["max_logit.aurc"]
 
 
+@pytest.mark.slow
 def test_sort_by_takes_the_name_check_takes(result):
     _, a, b = result
     by_name = runner.invoke(app, ["evaluate", str(a), str(b), "--sort-by", "msp.aurc", "--csv", "-"])

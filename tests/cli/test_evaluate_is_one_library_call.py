@@ -9,13 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import make_data
 
 import selcal
 import selcal.api
 from selcal.errors import ModelsFailed, OptionError, SelcalError
 from selcal.options import FigureSettings, ReadSettings, RunSettings
-
-from conftest import make_data
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ def loaded_by(argv: list[str], env: dict | None = None) -> set[str]:
     return set(json.loads(line[len("LOADED "):]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, env", [(["--help"], None), (["--version"], None), (["evaluate", "--help"], None),
                                        ([], COMPLETION)], ids=["help", "version", "evaluate-help", "completion"])
 def test_starting_loads_no_heavy_library(argv, env):
@@ -43,5 +44,6 @@ def test_starting_loads_no_heavy_library(argv, env):
     assert not loaded & HEAVY, sorted(loaded & HEAVY)
 
 
+@pytest.mark.slow
 def test_a_completion_loads_nothing_the_help_does_not():
     assert loaded_by([], COMPLETION) <= loaded_by(["--help"]) | {"shellingham", "shlex"}  # (the shell's words)

@@ -78,6 +78,7 @@ def test_a_missing_definition_is_noticed():
     assert "1 - accuracy" in _generator().definition("error")
 
 
+@pytest.mark.slow
 def test_every_command_output_shown_is_the_real_output():
     """README.md and every docs page: each ``<!-- output: selcal ... -->`` block is what the command prints."""
     stale = [str(path.relative_to(ROOT)) for path, text in _generator().shown_outputs().items()

@@ -9,7 +9,7 @@ import io
 import matplotlib
 import numpy as np
 import pytest
-from conftest import make_data
+from helpers import make_data
 from matplotlib.figure import Figure
 
 import selcal
@@ -24,6 +24,7 @@ def result():
     return selcal.evaluate_arrays(logits, labels, scores="msp,max_logit,temp")
 
 
+@pytest.mark.slow
 def test_every_figure_draws_into_a_subplot_grid_the_caller_made(result):
     grid = Figure(figsize=(10, 8))
     axes = grid.subplots(2, 2)
@@ -62,6 +63,7 @@ def test_the_vmax_and_pnorm_panels_draw_into_the_callers_grid():
         figures.plot_pnorm_search(selcal.evaluate_arrays(logits, labels, scores="msp"))
 
 
+@pytest.mark.slow
 def test_without_axes_a_new_figure_in_selcals_style_is_returned(result):
     for draw in (figures.plot_rc, figures.plot_reliability, figures.plot_smooth_reliability):
         figure = draw(result)

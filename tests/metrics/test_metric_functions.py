@@ -10,13 +10,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_data
-from ref_calibration import aece as ref_aece
-from ref_calibration import brier64, classwise_ece as ref_classwise_ece, ece as ref_ece, mce as ref_mce, nll64
-from ref_calibration import rmsce as ref_rmsce, softmax64
-from ref_selective import (auroc_pairs, aurc_by_thresholds, augrc_by_thresholds, coverage_at_risk_loop,
-                           eaurc_reference, fpr_at_tpr_loop, risk_at_coverage_loop)
-from ref_smooth import smece as ref_smece
+from helpers import make_data
+from oracles.ref_calibration import aece as ref_aece
+from oracles.ref_calibration import brier64, nll64, softmax64
+from oracles.ref_calibration import classwise_ece as ref_classwise_ece
+from oracles.ref_calibration import ece as ref_ece
+from oracles.ref_calibration import mce as ref_mce
+from oracles.ref_calibration import rmsce as ref_rmsce
+from oracles.ref_selective import (
+    augrc_by_thresholds,
+    aurc_by_thresholds,
+    auroc_pairs,
+    coverage_at_risk_loop,
+    eaurc_reference,
+    fpr_at_tpr_loop,
+    risk_at_coverage_loop,
+)
+from oracles.ref_smooth import smece as ref_smece
 
 import selcal
 from selcal import metrics

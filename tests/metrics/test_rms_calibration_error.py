@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+
 import numpy as np
 import pytest
-
-import ref_calibration as ref
+from oracles import ref_calibration as ref
 
 import selcal
-from selcal.metrics import calibration
 from selcal.bootstrap import RowData, resample_metrics
-from selcal.metrics import catalog
+from selcal.metrics import calibration, catalog
 
 
 def test_rmsce_of_a_hand_worked_case():
@@ -34,7 +33,7 @@ def test_rmsce_of_a_single_bin_is_its_gap_and_of_a_calibrated_bin_zero():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_rmsce_equals_torchmetrics_l2_written_out(seed):
-    """Against torchmetrics' definition in plain exact arithmetic (tests/ref_calibration.py), on
+    """Against torchmetrics' definition in plain exact arithmetic (tests/oracles/ref_calibration.py), on
     rows with ties, bin edges, 0 and 1."""
     rng = np.random.default_rng(seed)
     n, bins = int(rng.integers(1, 300)), int(rng.choice([1, 2, 5, 15, 40]))

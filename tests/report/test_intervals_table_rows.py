@@ -6,7 +6,7 @@ has probability 0) keeps its row."""
 from __future__ import annotations
 
 import numpy as np
-from conftest import boosted_logits
+from helpers import boosted_logits
 from rich.console import Console
 
 import selcal

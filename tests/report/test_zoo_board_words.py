@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from conftest import make_data
+from helpers import make_data
 
 import selcal
 from selcal.checks.common_ground import describe_names, leaderboard_warning, name_pattern

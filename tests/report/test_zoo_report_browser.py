@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from test_report_browser import browser, run_browser
+from helpers import browser, run_browser
 
 import selcal
 from selcal.report.html import write_report

@@ -251,6 +251,7 @@ def _selcal(args, *sites):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_plugin_that_fails_or_clashes_is_one_warning_and_every_command_works(tmp_path):
     broken = _plugin(tmp_path / "a", "brokenscores", "import not_a_module_anywhere\n", "broken = brokenscores:go")
     clash = _plugin(tmp_path / "b", "clashscores", '''

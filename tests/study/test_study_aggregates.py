@@ -5,17 +5,15 @@ their logits is judged worse."""
 
 from __future__ import annotations
 
-import io
 import pickle
 import statistics
 from fractions import Fraction
 
 import polars as pl
 import pytest
+from study.study_dumps import write_study
 
-import selcal
 from selcal.study import study
-from study_dumps import write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from study.study_dumps import write_run, write_study
 
 import selcal
-from selcal.metrics import calibration, selective
 from selcal.bootstrap import RowData, canonical_order, draw_resamples, percentile_interval
+from selcal.metrics import calibration, selective
 from selcal.study import stats, study
 from selcal.study.twolevel import restrict, row_seed, run_draws, run_seed
-from study_dumps import write_run, write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 SCORES = "msp,max_logit"

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import ref_threshold as ref
+from oracles import ref_threshold as ref
 import selcal
 from selcal.threshold import guarantee as th
 
@@ -50,6 +50,7 @@ def test_every_step_is_the_printed_step_on_tie_free_scores(n, risk, delta, seed)
         assert cert.threshold == threshold and (bound is None or cert.bound == pytest.approx(bound, rel=1e-8))
 
 
+@pytest.mark.slow
 def test_small_tie_free_sets_against_the_exact_transcription():
     rng = np.random.default_rng(5)
     for n in (2, 3, 4, 5, 7, 8, 9, 16, 17, 31):
@@ -102,6 +103,7 @@ def test_a_tie_group_is_tested_at_delta_over_log2_of_the_rows_not_of_the_groups(
     assert th.binomial_upper_bound(10, 4100, 0.05) < 0.0045 < th.binomial_upper_bound(10, 4100, 0.1 / 13)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=400), st.floats(0.02, 0.6),
        st.floats(0.001, 0.5))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import make_data, strict_json
+from helpers import make_data, strict_json
 
 import selcal
 from selcal.threshold import guarantee

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_data, strict_json
+from helpers import make_data, strict_json
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +26,7 @@ BELOW_ONE = 0.9999999999999999  # the largest float64 below 1
 
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory):
-    from conftest import Dumps
+    from helpers import Dumps
 
     logits, labels = make_data(n=600, seed=4, accuracy=0.9)
     path = Dumps(tmp_path_factory.mktemp("levels")).parquet("m.parquet", logits, labels,
@@ -85,6 +85,7 @@ levels = st.one_of(st.floats(0, 1, exclude_min=True, exclude_max=True),
                    st.sampled_from([TINY, 1e-310, 1e-300, 2.2250738585072014e-308, 1e-16, 0.5, 1 - 1e-16, BELOW_ONE]))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(levels, levels, st.sampled_from(th.METHODS))
 @example(TINY, 0.1, "sgr")  # (an OverflowError traceback before)

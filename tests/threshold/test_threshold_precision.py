@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_data, strict_json
+from helpers import make_data, strict_json
 from scipy.special import softmax
 
 import selcal

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_data, strict_json
+from helpers import make_data, strict_json
 
 import selcal
 from selcal.errors import SelcalError

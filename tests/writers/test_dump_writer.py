@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_same_numbers, make_data
+from helpers import assert_same_numbers, make_data
 from typer.testing import CliRunner
 
 import selcal
