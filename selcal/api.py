@@ -26,8 +26,8 @@ from .pipeline.jobs import (DEFAULT_MEMORY_BUDGET, ModelJob, evaluate_model, job
                             run_jobs)
 from .pipeline.measure import (data_warnings, evaluate_dump, fit_scores, logit_kind, measure_arrays,  # noqa: F401
                                scores_for_input, with_input)
-from .pipeline.reduce import RowReduction, ScoreRows, _probability_terms, in_top_k, reduce_rows  # noqa: F401
-from .pipeline.split import (SharedRows, _model_name, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
+from .pipeline.reduce import RowReduction, ScoreRows, probability_terms, in_top_k, reduce_rows  # noqa: F401
+from .pipeline.split import (SharedRows, model_name_of, check_ids, count_shared_rows, holdout_mask, row_hashes,  # noqa: F401
                              split_plan, split_rows)
 from .pipeline.stream import evaluate_confidences, evaluate_source  # noqa: F401
 
@@ -255,7 +255,7 @@ def evaluate_arrays(
                                                      ignore_label=ignore_label, input_kind=input_kind or test.input,
                                                      ood_label=ood_label)
     options, dropped = scores_for_input(options, test.input, "logits")
-    name = name or (_model_name(path) if path else "model")
+    name = name or (model_name_of(path) if path else "model")
     model = with_input(evaluate_dump(test, val, options=options, name=name, progress=progress), test.input, dropped)
     model.path = path
     if val is not None:

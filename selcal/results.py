@@ -147,7 +147,7 @@ class EvaluationResult:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA_VERSION, "selcal": __version__}
         if self.options is not None:
-            out["options"] = _options_dict(self.options)
+            out["options"] = options_dict(self.options)
         out["models"] = [m.to_dict() for m in self.models]
         return out
 
@@ -223,7 +223,7 @@ class CurveFrames(Mapping):
         return len(self._one())
 
 
-def _options_dict(options) -> dict[str, Any]:
+def options_dict(options) -> dict[str, Any]:
     return to_jsonable({
         "scores": list(options.scores), "bins": options.bins, "risks": list(options.risks),
         "coverages": list(options.coverages), "aurc_estimator": options.aurc_estimator,

@@ -76,9 +76,9 @@ def _log_task(model) -> tuple[str, str] | None:
     """(language model, task) of a model read from an lm-evaluation-harness log, else None."""
     import os
 
-    from ..io.lmeval import _LOG
+    from ..io.lmeval import LOG_NAME
 
-    match = _LOG.match(os.path.basename(_path(model)))
+    match = LOG_NAME.match(os.path.basename(_path(model)))
     if match is None:
         return None
     folder, name = os.path.dirname(_path(model)), _name(model)

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, _fail, expand_binary
+from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, input_error, expand_binary
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
@@ -61,14 +61,14 @@ def _suffix(*suffixes: str) -> Callable[[str], bool]:
 
 
 def _refuse_pickle(path, **_):
-    raise _fail(path, None, None, "is a Python pickle; selcal does not unpickle files (loading one can run any "
+    raise input_error(path, None, None, "is a Python pickle; selcal does not unpickle files (loading one can run any "
                                   "code). If you trust it, load it in Python and save the arrays with "
                                   "numpy.savez('model.npz', logits=logits, labels=labels)")
 
 
 def _open_confidences(path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None):
     if group_col is not None:
-        raise _fail(path, None, None, "--group-col is not available for a file without logits")
+        raise input_error(path, None, None, "--group-col is not available for a file without logits")
     return ConfidenceSource(path, label_col, ignore_label)
 
 
@@ -191,22 +191,22 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
                           "as an error of no class; give two values")
     path = str(path)
     if not os.path.exists(path) and not is_glob(path):
-        raise _fail(path, None, None, "no such file; check the path")
+        raise input_error(path, None, None, "no such file; check the path")
     if not is_glob(path) and not os.access(path, os.R_OK):
-        raise _fail(path, None, None, "cannot be read (permission denied)")
+        raise input_error(path, None, None, "cannot be read (permission denied)")
     if not is_glob(path) and not os.path.isdir(path):
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):  # a FIFO would block the reading library's open() for good, deaf to Ctrl-C
             what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
                     else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
                     else "not a regular file")
-            raise _fail(path, None, None, f"is {what}; selcal reads dumps from regular files (a Parquet file is "
+            raise input_error(path, None, None, f"is {what}; selcal reads dumps from regular files (a Parquet file is "
                                           "read from its end first): save the dump to a file")
     reader = next((r for r in READERS if r.accepts(path)), None)
     if reader is None and is_glob(path):
-        raise _fail(path, None, None, "matches no Parquet file; check the pattern")
+        raise input_error(path, None, None, "matches no Parquet file; check the pattern")
     if reader is None:  # a folder that no reader of folders takes
-        raise _fail(path, None, None, "is a folder with no dump in it; give a .parquet, .npz, .npy or .pt file, a folder of "
+        raise input_error(path, None, None, "is a folder with no dump in it; give a .parquet, .npz, .npy or .pt file, a folder of "
                     "Parquet parts, or a folder of per-image .npz files")
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
     source = reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import DumpSource, _fail, _labels_to_int, canonical_split_array, finite_values
+from .base import DumpSource, input_error, labels_to_int, canonical_split_array, finite_values
 from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -53,16 +53,16 @@ class ArraysSource(DumpSource):
         if logits.ndim == 1:
             logits = logits[:, None]
         if logits.ndim != 2:
-            raise _fail(path, self.logits_col, None, f"has {logits.ndim} dimensions; expected N x K")
+            raise input_error(path, self.logits_col, None, f"has {logits.ndim} dimensions; expected N x K")
         if logits.dtype not in _FLOATS:
-            raise _fail(path, self.logits_col, None,
+            raise input_error(path, self.logits_col, None,
                         f"has dtype {logits.dtype}; save float16, float32 or float64 logits")
         if logits.shape[1] == 0:
-            raise _fail(path, self.logits_col, None, "has K = 0 columns; save N x K logits")
+            raise input_error(path, self.logits_col, None, "has K = 0 columns; save N x K logits")
         n_rows = logits.shape[0]
         labels = arrays[label_col]
         if labels.ndim != 1 or labels.size != n_rows:
-            raise _fail(path, label_col, None, f"has shape {labels.shape}; expected ({n_rows},), one label per row")
+            raise input_error(path, label_col, None, f"has shape {labels.shape}; expected ({n_rows},), one label per row")
         self.num_rows = int(n_rows)
         split = self._per_row(arrays, SPLIT_NAME, n_rows)
         ids = self._per_row(arrays, ID_NAME, n_rows)
@@ -70,13 +70,13 @@ class ArraysSource(DumpSource):
         self.group_col = group_col
         if group_col is not None:
             if group_col not in arrays:
-                raise _fail(path, None, None, f"no {what} '{group_col}' for --group-col (found: "
+                raise input_error(path, None, None, f"no {what} '{group_col}' for --group-col (found: "
                                               f"{', '.join(sorted(arrays))}); save one group name per row")
             if group_col == self.logits_col or group_col in getattr(self, "wide_columns", ()):
-                raise _fail(path, group_col, None, "holds the logits; --group-col names the group of each row")
+                raise input_error(path, group_col, None, "holds the logits; --group-col names the group of each row")
             groups = self._per_row(arrays, group_col, n_rows)
         self._columns = dict(
-            logits=logits, labels=_labels_to_int(path, label_col, labels, None),
+            logits=logits, labels=labels_to_int(path, label_col, labels, None),
             split=None if split is None else canonical_split_array(path, SPLIT_NAME, split),
             ids=ids, groups=groups)
 
@@ -86,14 +86,14 @@ class ArraysSource(DumpSource):
             return None
         array = arrays[name]
         if array.ndim != 1 or array.size != n_rows:
-            raise _fail(self.path, name, None, f"has shape {array.shape}; expected ({n_rows},), one value per row")
+            raise input_error(self.path, name, None, f"has shape {array.shape}; expected ({n_rows},), one value per row")
         if array.dtype.kind not in "iubfUS":
-            raise _fail(self.path, name, None, f"has dtype {array.dtype}; store strings or numbers")
+            raise input_error(self.path, name, None, f"has dtype {array.dtype}; store strings or numbers")
         if array.dtype.kind == "S":
             try:
                 return np.char.decode(array, "utf-8")
             except UnicodeDecodeError:
-                raise _fail(self.path, name, None, "holds bytes that are not UTF-8 text; store strings or integers") \
+                raise input_error(self.path, name, None, "holds bytes that are not UTF-8 text; store strings or integers") \
                     from None
         return array.astype(str)
 
@@ -116,10 +116,10 @@ class ArraysSource(DumpSource):
 
     def value_column(self, name: str) -> np.ndarray:
         if name not in self._arrays:
-            raise _fail(self.path, None, None, f"no array named '{name}' (found: {', '.join(sorted(self._arrays))})")
+            raise input_error(self.path, None, None, f"no array named '{name}' (found: {', '.join(sorted(self._arrays))})")
         values = self._arrays[name]
         if values.ndim != 1 or values.size != self.num_rows:
-            raise _fail(self.path, name, None, f"has shape {values.shape}; expected ({self.num_rows},), one number per row")
+            raise input_error(self.path, name, None, f"has shape {values.shape}; expected ({self.num_rows},), one number per row")
         labels, split = self._columns["labels"], self._columns["split"]
         keep = np.ones(self.num_rows, dtype=bool) if self.ignore_label is None else labels != self.ignore_label
         if split is not None:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ..errors import SelcalError
 from .columns import canonical_splits, unknown_split_message
-from .messages import Line, _fail, _short, _where  # noqa: F401  (every reader's messages)
+from .messages import Line, input_error, first_line, location  # noqa: F401  (every reader's messages)
 
 SPLIT_VALUES = ("val", "test")
 #: The label of a row of no class after reading (``--ood-label V``: rows labelled V): every
@@ -137,7 +137,7 @@ class DumpSource:
         if not hasattr(self, "_kept_cache"):
             labels, split = self._labels_and_split()
             if labels.size != self.num_rows:
-                raise _fail(self.path, None, None, f"holds {labels.size} rows but its metadata says {self.num_rows}; "
+                raise input_error(self.path, None, None, f"holds {labels.size} rows but its metadata says {self.num_rows}; "
                                                    "was it truncated or corrupted?")
             keep = None if self.ignore_label is None else labels != self.ignore_label
             n_train = 0
@@ -173,7 +173,7 @@ class DumpSource:
     def value_column(self, name: str) -> np.ndarray:
         """A numeric column of every kept row as float64 (e.g. a confidence), read without the
         logits; a missing, non-numeric, null, NaN or infinite value is refused in one line."""
-        raise _fail(self.path, name, None, "this kind of input has no such columns; save the values in a "
+        raise input_error(self.path, name, None, "this kind of input has no such columns; save the values in a "
                     "Parquet or .npz dump")
 
     def split_column(self) -> np.ndarray | None:
@@ -199,7 +199,7 @@ class DumpSource:
                 capacity = min(self.num_rows, self.logits_bytes // max(row_bytes, 1))
                 logits = np.empty((capacity, batch.logits.shape[1]), dtype=batch.logits.dtype)
             if seen > self.num_rows:
-                raise _fail(self.path, None, None, "holds more rows than its metadata says; was it corrupted?")
+                raise input_error(self.path, None, None, "holds more rows than its metadata says; was it corrupted?")
             if filled + len(batch.labels) > len(logits):  # wider in memory than stored (e.g. float16 probabilities
                 # read as float64 log p): grown by the rows actually decoded, never beyond the metadata's count
                 grown = np.empty((min(self.num_rows, max(2 * len(logits), filled + len(batch.labels))),
@@ -211,12 +211,12 @@ class DumpSource:
             batch.logits = None  # release the batch's buffer
             parts.append(batch)
         if not parts or self.num_rows == 0:
-            raise _fail(self.path, None, None, "has no rows")
+            raise input_error(self.path, None, None, "has no rows")
         if seen != self.num_rows:
-            raise _fail(self.path, None, None, f"holds {seen} rows but its metadata says {self.num_rows}; "
+            raise input_error(self.path, None, None, f"holds {seen} rows but its metadata says {self.num_rows}; "
                                                "was it truncated or corrupted?")
         if filled == 0:
-            raise _fail(self.path, self.label_col, None, nothing_left_message(self))
+            raise input_error(self.path, self.label_col, None, nothing_left_message(self))
         logits = logits[:filled]
         release_read_buffers()
         join = lambda name: None if getattr(parts[0], name) is None else np.concatenate(  # noqa: E731
@@ -257,7 +257,7 @@ class DumpSource:
             else:
                 hint = (" (use --ignore-label for a void label, --ood-label for rows of no class)"
                         if labels[row] >= n_classes or labels[row] < 0 else "")
-            raise _fail(path, self.label_col, first_row + row,
+            raise input_error(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")
         logits = as_logits(self, logits, keep, first_row)
         nonfinite = first_nonfinite(logits, keep)
@@ -267,7 +267,7 @@ class DumpSource:
             wide = getattr(self, "wide_columns", None)
             column = wide[k] if wide else self.logits_col
             where = "" if wide else f" for class {k}"
-            raise _fail(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
+            raise input_error(path, column, first_row + row, f"holds {what}{where}{hint}; logits must be finite")
         if n_ignored or n_train:
             pick = lambda a: None if a is None else a[keep]  # noqa: E731
             logits, labels, split, ids, groups = (pick(a) for a in (logits, labels, split, ids, groups))
@@ -285,15 +285,15 @@ def finite_values(path: str, name: str, values, keep: np.ndarray | None = None) 
     """``values`` (one per row) as float64, refusing NaN and infinity (rows counted in the file)."""
     values = np.asarray(values)
     if values.ndim != 1:
-        raise _fail(path, name, None, f"has shape {values.shape}; expected one number per row")
+        raise input_error(path, name, None, f"has shape {values.shape}; expected one number per row")
     if values.dtype.kind not in "iufb":
-        raise _fail(path, name, None, f"has dtype {values.dtype}; expected numbers")
+        raise input_error(path, name, None, f"has dtype {values.dtype}; expected numbers")
     values = values.astype(np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         what = "NaN" if np.isnan(values[row]) else "an infinite value"
-        raise _fail(path, name, row, f"holds {what}; store a finite number for every row")
+        raise input_error(path, name, row, f"holds {what}; store a finite number for every row")
     return values if keep is None else values[keep]
 
 
@@ -362,7 +362,7 @@ def check_decoded(path: str, sizes: dict, what: str = "array", advice: str = "")
     limit, total = whole_read_limit(), sum(sizes.values())
     if total > limit:
         name = max(sizes, key=sizes.get)
-        raise _fail(path, None, None, f"its arrays would take {_bytes(total)} in memory once decoded ({what} "
+        raise input_error(path, None, None, f"its arrays would take {_bytes(total)} in memory once decoded ({what} "
                                       f"'{name}': {_bytes(sizes[name])}), more than selcal reads whole "
                                       f"({_bytes(limit)}){advice}")
 
@@ -375,14 +375,14 @@ def _bytes(n: int) -> str:
     return f"{n} bytes"  # pragma: no cover
 
 
-def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonical=None) -> np.ndarray:
+def string_values(path: str, name: str, column: pa.Array, first_row: int = 0, canonical=None) -> np.ndarray:
     """A string column as a numpy unicode array, through a dictionary (no Python object per row).
 
     ``canonical`` maps the distinct values to canonical ones ("" for a value refused); it is
     applied to the dictionary, not per row.
     """
     if column.null_count:
-        raise _fail(path, name, first_row + _first_null_row(column), "is empty (null); give every row a value")
+        raise input_error(path, name, first_row + first_null_row(column), "is empty (null); give every row a value")
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if not pa.types.is_dictionary(column.type):
@@ -390,7 +390,7 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonic
     try:
         values = np.array(_as_text(path, name, column.dictionary, first_row).to_pylist(), dtype=str)
     except UnicodeDecodeError:  # a string column whose bytes are not UTF-8: a damaged file
-        raise _fail(path, name, None, "holds bytes that are not UTF-8 text; was the file truncated or "
+        raise input_error(path, name, None, "holds bytes that are not UTF-8 text; was the file truncated or "
                                       "corrupted?") from None
     indices = column.indices.to_numpy(zero_copy_only=False)
     if canonical is not None:
@@ -398,7 +398,7 @@ def _strings(path: str, name: str, column: pa.Array, first_row: int = 0, canonic
         unknown = (mapped == "")[indices]  # only values some row uses (a dictionary may hold unused ones)
         if unknown.any():
             row = int(np.flatnonzero(unknown)[0])
-            raise _fail(path, name, first_row + row, unknown_split_message(values[indices[row]]))
+            raise input_error(path, name, first_row + row, unknown_split_message(values[indices[row]]))
         values = mapped
     if values.size == 0:
         return np.array([], dtype=str)
@@ -414,10 +414,10 @@ def _as_text(path: str, name: str, column: pa.Array, first_row: int) -> pa.Array
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
                 or pa.types.is_fixed_size_binary(column.type) or pa.types.is_binary_view(column.type)):
-            raise _fail(path, name, None, f"has type {column.type}; store strings or numbers ({_short(exc)})") from None
+            raise input_error(path, name, None, f"has type {column.type}; store strings or numbers ({first_line(exc)})") from None
         row = next((i for i, v in enumerate(column.to_pylist()) if not _is_utf8(v)), None)
         where = None if row is None or pa.types.is_dictionary(column.type) else first_row + row
-        raise _fail(path, name, where, "holds bytes that are not UTF-8 text; store strings or integers") from None
+        raise input_error(path, name, where, "holds bytes that are not UTF-8 text; store strings or integers") from None
 
 
 def _is_utf8(value) -> bool:
@@ -428,9 +428,9 @@ def _is_utf8(value) -> bool:
         return value is None
 
 
-def _splits(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
+def split_values(path: str, name: str, column: pa.Array, first_row: int = 0) -> np.ndarray:
     """A split column as canonical values ``val``/``test``/``train`` (CONVENTIONS.md, "Inputs and layouts")."""
-    return _strings(path, name, column, first_row, canonical=canonical_splits)
+    return string_values(path, name, column, first_row, canonical=canonical_splits)
 
 
 def canonical_split_array(path: str, name: str, values: np.ndarray, first_row: int = 0) -> np.ndarray:
@@ -441,45 +441,45 @@ def canonical_split_array(path: str, name: str, values: np.ndarray, first_row: i
     unknown = canonical == ""
     if unknown.any():
         row = int(np.flatnonzero(unknown[inverse])[0])
-        raise _fail(path, name, first_row + row, unknown_split_message(values[row]))
+        raise input_error(path, name, first_row + row, unknown_split_message(values[row]))
     return canonical[inverse.reshape(-1)]
 
 
-def _first_null_row(array: pa.Array) -> int:
+def first_null_row(array: pa.Array) -> int:
     return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
 
 
-def _labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.Array | None,
+def labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.Array | None,
                    first_row: int = 0) -> np.ndarray:
     """Labels as int64: any integer width, bool, or whole floats (no value is cast unchecked)."""
     if column is not None:
         if column.null_count:
-            raise _fail(path, name, first_row + _first_null_row(column), "has no label (null); every row needs one")
+            raise input_error(path, name, first_row + first_null_row(column), "has no label (null); every row needs one")
         if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
                 or pa.types.is_boolean(column.type)):
-            raise _fail(path, name, None, f"has type {column.type}; labels must be integers 0 .. K-1")
+            raise input_error(path, name, None, f"has type {column.type}; labels must be integers 0 .. K-1")
         labels = column.to_numpy(zero_copy_only=False)
     if labels.dtype.kind == "b":
         return labels.astype(np.int64)
     if labels.dtype.kind in "iu":
         if labels.dtype.kind == "u" and labels.size and labels.max() > np.iinfo(np.int64).max:
             row = int(np.argmax(labels))
-            raise _fail(path, name, first_row + row, f"label {labels[row]} is too large")
+            raise input_error(path, name, first_row + row, f"label {labels[row]} is too large")
         return labels.astype(np.int64)
     if labels.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise _fail(path, name, first_row + row,
+            raise input_error(path, name, first_row + row,
                         f"label {float(labels[row])!r} is not a whole number; labels must be integers 0 .. K-1")
         huge = np.abs(labels) >= 2.0 ** 53  # beyond any class index, and beyond exact integers in float64
         if huge.any():
             row = int(np.flatnonzero(huge)[0])
-            raise _fail(path, name, first_row + row,
+            raise input_error(path, name, first_row + row,
                         f"label {float(labels[row]):g} is not a class index; labels must be integers 0 .. K-1")
         return labels.astype(np.int64)
-    raise _fail(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")
+    raise input_error(path, name, None, f"has dtype {labels.dtype}; labels must be integers 0 .. K-1")
 
 
-from .probs import as_logits  # noqa: E402  (probs uses _fail)
+from .probs import as_logits  # noqa: E402  (probs uses input_error)

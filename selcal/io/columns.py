@@ -31,7 +31,7 @@ BINARY_NAMES = ("logits", "logit", "score")
 WIDE_PREFIXES = ("logit_", "logits_", "logit", "logits", "class_", "class", "prob_", "probs_", "prob", "probs",
                  "")  # "" (plain 0 .. K-1) only when no other
 PROBABILITY_PREFIXES = ("prob_", "probs_", "prob", "probs")  # numbered columns that hold probabilities
-_WIDE = re.compile(r"^(logits?_?|class_?|probs?_?)?(\d+)$")
+WIDE_COLUMN = re.compile(r"^(logits?_?|class_?|probs?_?)?(\d+)$")
 SPLIT_ALIASES = {"val": "val", "validation": "val", "valid": "val", "dev": "val", "test": "test", "train": "train"}
 ACCEPTED_SPLITS = ", ".join(repr(v) for v in SPLIT_ALIASES)
 
@@ -85,7 +85,7 @@ class LogitsLayout:
 def _wide_family(path: str, kinds: dict) -> LogitsLayout | None:
     families: dict[str, dict[int, list[str]]] = {}
     for name in kinds:
-        match = _WIDE.match(name)
+        match = WIDE_COLUMN.match(name)
         if match:
             families.setdefault(match.group(1) or "", {}).setdefault(int(match.group(2)), []).append(name)
     if not families:

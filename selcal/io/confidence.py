@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from ..errors import SelcalError
 from .arrays import array_kind
-from .base import DumpSource, _fail, _first_null_row, _labels_to_int, _short, _strings, canonical_split_array, finite_values
+from .base import DumpSource, input_error, first_null_row, labels_to_int, first_line, string_values, canonical_split_array, finite_values
 from .columns import find_label, find_logits
 from .parquet import arrow_kind, local_file
 
@@ -76,7 +76,7 @@ class ConfidenceSource(DumpSource):
             try:
                 self.file = pq.ParquetFile(local_file(path))
             except (pa.ArrowException, OSError, ValueError) as exc:
-                raise _fail(path, None, None, f"not a readable Parquet file ({_short(exc)})") from None
+                raise input_error(path, None, None, f"not a readable Parquet file ({first_line(exc)})") from None
             names = self.file.schema_arrow.names
         kinds = _kinds(path) or {}
         label_col = find_label(path, {k: v for k, v in kinds.items() if k not in PREDICTION_NAMES}, label_col)
@@ -87,7 +87,7 @@ class ConfidenceSource(DumpSource):
         labels = self._integers(label_col)
         self.num_rows = int(labels.size)
         if self.num_rows == 0:
-            raise _fail(path, None, None, "has no rows")
+            raise input_error(path, None, None, "has no rows")
         predictions = self._integers(self.pred_col)
         self._keep = None if ignore_label is None else labels != ignore_label
         split = self._split_values()
@@ -98,29 +98,29 @@ class ConfidenceSource(DumpSource):
             negative = (values < 0) if self._keep is None else (values < 0) & self._keep
             if negative.any():
                 row = int(np.flatnonzero(negative)[0])
-                raise _fail(path, name, row, f"holds {int(values[row])}; classes are numbered from 0")
+                raise input_error(path, name, row, f"holds {int(values[row])}; classes are numbered from 0")
         if self._keep is not None and not self._keep.any():
-            raise _fail(path, label_col, None, "no row is left: every row has the ignored label or the split 'train'")
+            raise input_error(path, label_col, None, "no row is left: every row has the ignored label or the split 'train'")
         self.labels, self.predictions = self._keep_rows(labels), self._keep_rows(predictions)
 
     # ------------------------------------------------------------------ columns
     def _raw(self, name: str):
         if name not in self._names:
-            raise _fail(self.path, None, None, f"no column '{name}' (columns: {', '.join(self._names)})")
+            raise input_error(self.path, None, None, f"no column '{name}' (columns: {', '.join(self._names)})")
         if self._arrays is not None:
             values = self._arrays[name]
             if values.ndim != 1 or (hasattr(self, "num_rows") and values.size != self.num_rows):
-                raise _fail(self.path, name, None, f"has shape {values.shape}; expected one value per row")
+                raise input_error(self.path, name, None, f"has shape {values.shape}; expected one value per row")
             return values, None
         try:
             column = self.file.read(columns=[name]).column(name).combine_chunks()
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise _fail(self.path, None, None, f"not a readable Parquet file ({_short(exc)})") from None
+            raise input_error(self.path, None, None, f"not a readable Parquet file ({first_line(exc)})") from None
         return None, column
 
     def _integers(self, name: str) -> np.ndarray:
         values, column = self._raw(name)
-        return _labels_to_int(self.path, name, values, column)
+        return labels_to_int(self.path, name, values, column)
 
     def _keep_rows(self, values: np.ndarray) -> np.ndarray:
         return values if self._keep is None else values[self._keep]
@@ -129,10 +129,10 @@ class ConfidenceSource(DumpSource):
         values, column = self._raw(name)
         if column is not None:
             if column.null_count:
-                raise _fail(self.path, name, _first_null_row(column), "is empty (null); store a number for every row")
+                raise input_error(self.path, name, first_null_row(column), "is empty (null); store a number for every row")
             if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
                     or pa.types.is_boolean(column.type)):
-                raise _fail(self.path, name, None, f"has type {column.type}; expected one number per row")
+                raise input_error(self.path, name, None, f"has type {column.type}; expected one number per row")
             values = column.to_numpy(zero_copy_only=False)
         return finite_values(self.path, name, values, self._keep)
 
@@ -141,7 +141,7 @@ class ConfidenceSource(DumpSource):
         if self.split_col is None:
             return None
         values, column = self._raw(self.split_col)
-        split = values.astype(str) if column is None else _strings(self.path, "split", column)
+        split = values.astype(str) if column is None else string_values(self.path, "split", column)
         return canonical_split_array(self.path, "split", split)
 
     def split_column(self) -> np.ndarray | None:
@@ -161,7 +161,7 @@ class ConfidenceSource(DumpSource):
         return 0
 
     def raw_batches(self, batch_rows: int):
-        raise _fail(self.path, None, None, "holds no logits, only a confidence, a prediction and a label per row")
+        raise input_error(self.path, None, None, "holds no logits, only a confidence, a prediction and a label per row")
 
     def _labels_and_split(self):
         return self.labels, self.split_column()

@@ -25,7 +25,7 @@ import zipfile
 import numpy as np
 
 from .arrays import ArraysSource
-from .base import _fail, _short
+from .base import input_error, first_line
 
 NAMES = {"raw_logits.npz": "logits", "raw_output.npz": "probs"}
 EXTERNAL = "external_confids"
@@ -51,9 +51,9 @@ def _load(path: str) -> np.ndarray:
     try:
         names = list(npz_headers(path))
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise _fail(path, None, None, f"not a readable .npz file ({_short(exc)})") from None
+        raise input_error(path, None, None, f"not a readable .npz file ({first_line(exc)})") from None
     if names != ["arr_0"]:
-        raise _fail(path, None, None, f"holds the arrays {', '.join(names)}; an fd-shifts output "
+        raise input_error(path, None, None, f"holds the arrays {', '.join(names)}; an fd-shifts output "
                     "holds one array arr_0 (np.savez_compressed(path, array))")
     return load_npz(path, ["arr_0"])["arr_0"]  # measured by its header before it is inflated
 
@@ -65,16 +65,16 @@ class FdShiftsSource(ArraysSource):
                  logits_col: str | None = None):
         for option, value in (("--label-col", label_col), ("--logits-col", logits_col)):
             if value is not None:
-                raise _fail(path, None, None, f"{option} is not available for an fd-shifts output (its columns are "
+                raise input_error(path, None, None, f"{option} is not available for an fd-shifts output (its columns are "
                                               "fixed: K logits, the label, the dataset index)")
         raw = _load(path)
         if raw.ndim != 2 or raw.shape[1] < 4 or raw.dtype.kind != "f":
-            raise _fail(path, "arr_0", None, f"has shape {raw.shape} and dtype {raw.dtype}; an fd-shifts output has "
+            raise input_error(path, "arr_0", None, f"has shape {raw.shape} and dtype {raw.dtype}; an fd-shifts output has "
                         "N rows of K logits, the label and the dataset index (float)")
         dataset = raw[:, -1]
         if not np.all(np.isfinite(dataset) & (dataset == np.round(dataset)) & (dataset >= 0)):
             row = int(np.flatnonzero(~(np.isfinite(dataset) & (dataset == np.round(dataset)) & (dataset >= 0)))[0])
-            raise _fail(path, "dataset_idx", row, f"holds {dataset[row]!r}; the last column of an fd-shifts output is "
+            raise input_error(path, "dataset_idx", row, f"holds {dataset[row]!r}; the last column of an fd-shifts output is "
                         "the index of the test set (0, 1, 2, ...)")
         dataset = dataset.astype(np.int64)
         arrays = {"logits": raw[:, :-2], "label": raw[:, -2].astype(np.float64), "dataset_idx": dataset,
@@ -84,7 +84,7 @@ class FdShiftsSource(ArraysSource):
             confids = _load(external)
             confids = confids.reshape(-1) if confids.ndim == 2 and 1 in confids.shape else confids
             if confids.ndim != 1 or confids.size != raw.shape[0]:
-                raise _fail(external, "arr_0", None, f"has shape {confids.shape}; expected ({raw.shape[0]},), one "
+                raise input_error(external, "arr_0", None, f"has shape {confids.shape}; expected ({raw.shape[0]},), one "
                             f"confidence per row of {os.path.basename(path)}")
             arrays[EXTERNAL] = confids
         super().__init__(path, arrays, "label", ignore_label, group_col or "dataset_idx", "logits")

@@ -31,18 +31,18 @@ import numpy as np
 
 from .arrays import ArraysSource
 from ..options import LM_NORMS as NORMS  # the values of --lm-norm
-from .base import Line, _fail, _short
+from .base import Line, input_error, first_line
 
 if TYPE_CHECKING:
     import polars as pl  # imported where a log is read (see selcal.io.text)
 
 METADATA_KEY = "selcal.lm_eval"  # a dump's metadata key saying it is a log's (its log-likelihoods' scale means nothing)
-_LOG = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
+LOG_NAME = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 
 
 def is_log(path: str) -> bool:
     """A file named as the harness names sample logs: ``samples_<task>_<date>.jsonl``."""
-    return bool(_LOG.match(os.path.basename(path))) and os.path.isfile(path)
+    return bool(LOG_NAME.match(os.path.basename(path))) and os.path.isfile(path)
 
 
 def find_logs(folder: str) -> list[str]:
@@ -50,7 +50,7 @@ def find_logs(folder: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [os.path.join(root, f) for f in files if _LOG.match(f)]
+        found += [os.path.join(root, f) for f in files if LOG_NAME.match(f)]
     return sorted(found)
 
 
@@ -60,7 +60,7 @@ def model_name(path: str) -> str:
     >>> model_name("out/EleutherAI__pythia-160m/samples_mmlu_anatomy_2024-05-13T14-03-22.123456.jsonl")
     'EleutherAI__pythia-160m/mmlu_anatomy'
     """
-    task = _LOG.match(os.path.basename(path)).group(1)
+    task = LOG_NAME.match(os.path.basename(path)).group(1)
     folder = os.path.basename(os.path.dirname(path))
     return f"{folder}/{task}" if folder not in ("", ".") else task
 
@@ -103,11 +103,11 @@ def _bad_line(path: str, exc: BaseException):
             try:
                 value = json.loads(line)
             except ValueError as error:
-                return _fail(path, None, Line(number, 1), f"is not valid JSON ({error.msg}); is the log complete?")
+                return input_error(path, None, Line(number, 1), f"is not valid JSON ({error.msg}); is the log complete?")
             if not isinstance(value, dict):
-                return _fail(path, None, Line(number, 1), "is not a JSON object; is this an lm-evaluation-harness "
+                return input_error(path, None, Line(number, 1), "is not a JSON object; is this an lm-evaluation-harness "
                              "sample log?")
-    return _fail(path, None, None, f"not a readable lm-evaluation-harness sample log ({_short(exc)})")
+    return input_error(path, None, None, f"not a readable lm-evaluation-harness sample log ({first_line(exc)})")
 
 
 def choice_counts(path: str) -> list[int]:
@@ -126,23 +126,23 @@ class LmEvalSource(ArraysSource):
                  logits_col: str | None = None, *, lm_norm: str | None = None, lm_choices: int | None = None):
         for option, value in (("--label-col", label_col), ("--logits-col", logits_col), ("--group-col", group_col)):
             if value is not None:
-                raise _fail(path, None, None, f"{option} is not available for an lm-evaluation-harness log (its "
+                raise input_error(path, None, None, f"{option} is not available for an lm-evaluation-harness log (its "
                                               "columns are fixed: target, the choices' log-likelihoods, doc_id)")
         norm = lm_norm or "none"
         if norm not in NORMS:
-            raise _fail(path, None, None, f"--lm-norm must be one of {', '.join(NORMS)}, got {norm!r}")
+            raise input_error(path, None, None, f"--lm-norm must be one of {', '.join(NORMS)}, got {norm!r}")
         frame = _read(path)
         if frame.height == 0:
-            raise _fail(path, None, None, "has no rows")
+            raise input_error(path, None, None, "has no rows")
         for name in ("doc_id", "target", "filtered_resps"):
             nulls = frame[name].is_null()
             if nulls.any():
                 row = int(nulls.arg_true()[0])
-                raise _fail(path, name, Line(row, 1), "is missing; is this the sample log of a multiple-choice task "
+                raise input_error(path, name, Line(row, 1), "is missing; is this the sample log of a multiple-choice task "
                             "(lm_eval --log_samples)?")
         filters = frame["filter"].drop_nulls().unique(maintain_order=True).to_list()
         if len(filters) > 1:
-            raise _fail(path, "filter", None, f"holds the filters {', '.join(map(repr, filters))}; selcal reads "
+            raise input_error(path, "filter", None, f"holds the filters {', '.join(map(repr, filters))}; selcal reads "
                         "the log of one filter: keep the rows of one")
         n_resps = frame["filtered_resps"].list.len().to_numpy()
         args = _arguments(path, int(n_resps.max())) or [None] * frame.height
@@ -150,13 +150,13 @@ class LmEvalSource(ArraysSource):
         counts = sorted(set(n_choices.tolist()))
         if lm_choices is None and len(counts) > 1:
             first = int(np.flatnonzero(n_choices != n_choices[0])[0])
-            raise _fail(path, "filtered_resps", Line(first, 1),
+            raise input_error(path, "filtered_resps", Line(first, 1),
                         f"has {n_choices[first]} choices, line 1 {n_choices[0]} (the log holds questions of "
                         f"{', '.join(map(str, counts))} choices); selcal evaluate reads one model per choice count; "
                         "pass --lm-choices K (lm_choices=K in Python) to read the questions of K choices")
         keep = np.ones(frame.height, dtype=bool) if lm_choices is None else n_choices == lm_choices
         if not keep.any():
-            raise _fail(path, None, None, f"has no question of {lm_choices} choices (it has {', '.join(map(str, counts))})")
+            raise input_error(path, None, None, f"has no question of {lm_choices} choices (it has {', '.join(map(str, counts))})")
         rows = np.flatnonzero(keep)
         self._lines = rows  # line (from 0) of every kept question
         k = int(n_choices[rows[0]])
@@ -168,7 +168,7 @@ class LmEvalSource(ArraysSource):
                 try:
                     logits[i, j] = float(pair[0])
                 except (TypeError, ValueError, IndexError):
-                    raise _fail(path, "filtered_resps", Line(int(row), 1),
+                    raise input_error(path, "filtered_resps", Line(int(row), 1),
                                 f"choice {j} holds {pair!r}, not [log-likelihood, is_greedy]; is this the log of a "
                                 "multiple-choice task?") from None
         choices = self._choices(args, rows, k)
@@ -177,7 +177,7 @@ class LmEvalSource(ArraysSource):
                                dtype=np.float64)
             if (lengths == 0).any():
                 i, j = np.argwhere(lengths == 0)[0]
-                raise _fail(path, "arguments", Line(int(rows[i]), 1), f"choice {j} is empty; --lm-norm {norm} "
+                raise input_error(path, "arguments", Line(int(rows[i]), 1), f"choice {j} is empty; --lm-norm {norm} "
                             "divides by its length")
             logits /= lengths
         labels = self._labels(path, frame["target"].to_list(), rows, choices)
@@ -221,10 +221,10 @@ class LmEvalSource(ArraysSource):
             elif target in choices[i]:
                 labels[i] = choices[i].index(target)
             elif target.startswith("["):
-                raise _fail(path, "target", Line(int(row), 1), f"holds several gold answers ({target}); selcal needs "
+                raise input_error(path, "target", Line(int(row), 1), f"holds several gold answers ({target}); selcal needs "
                             "one gold choice per question")
             else:
-                raise _fail(path, "target", Line(int(row), 1), f"holds {target!r}, neither a choice's index nor one of "
+                raise input_error(path, "target", Line(int(row), 1), f"holds {target!r}, neither a choice's index nor one of "
                             f"its choices ({', '.join(map(repr, choices[i]))})")
         return labels
 

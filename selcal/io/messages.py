@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import SelcalError
 
 
-def _where(path, column=None, row=None) -> str:
+def location(path, column=None, row=None) -> str:
     parts = [str(path)]
     if column is not None:
         parts.append(f"column '{column}'")
@@ -32,10 +32,10 @@ class Line(int):
     __radd__ = __add__
 
 
-def _fail(path, column, row, message: str) -> SelcalError:
-    return SelcalError(f"{_where(path, column, row)}: {message}")
+def input_error(path, column, row, message: str) -> SelcalError:
+    return SelcalError(f"{location(path, column, row)}: {message}")
 
 
-def _short(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from .arrays import ArraysSource, sibling_labels
-from .base import PARQUET_ADVICE, _fail, _short, check_decoded
+from .base import PARQUET_ADVICE, input_error, first_line, check_decoded
 from .npz import npy_bytes
 from .tensors import load_torch
 
@@ -24,8 +24,8 @@ def load_npy(path: str) -> np.ndarray:
                           advice=PARQUET_ADVICE)
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        reason = "it holds Python objects, not plain numbers" if "pickle" in str(exc) else _short(exc)
-        raise _fail(path, None, None, f"not a readable .npy file ({reason}); {SAVE_NPZ}") from None
+        reason = "it holds Python objects, not plain numbers" if "pickle" in str(exc) else first_line(exc)
+        raise input_error(path, None, None, f"not a readable .npy file ({reason}); {SAVE_NPZ}") from None
 
 
 def load_labels_beside(path: str) -> tuple[str, np.ndarray]:
@@ -34,12 +34,12 @@ def load_labels_beside(path: str) -> tuple[str, np.ndarray]:
     if labels_path is None:
         stem = os.path.splitext(os.path.basename(path))[0]
         wanted = stem.replace("logits", "labels") if "logits" in stem else f"{stem}_labels"
-        raise _fail(path, None, None, f"holds only logits and no labels file was found beside it "
+        raise input_error(path, None, None, f"holds only logits and no labels file was found beside it "
                                       f"(looked for {wanted}.npy and labels.npy); {SAVE_NPZ}")
     if labels_path.lower().endswith((".pt", ".pth")):
         loaded = load_torch(labels_path)
         if isinstance(loaded, dict):
-            raise _fail(labels_path, None, None, "holds a dict, not one tensor of labels; " + SAVE_NPZ)
+            raise input_error(labels_path, None, None, "holds a dict, not one tensor of labels; " + SAVE_NPZ)
         return labels_path, loaded
     return labels_path, load_npy(labels_path)
 
@@ -51,7 +51,7 @@ class NpySource(ArraysSource):
                  logits_col: str | None = None):
         logits = load_npy(path)
         if group_col is not None:
-            raise _fail(path, None, None, f"a .npy file holds no group names for --group-col '{group_col}'; "
+            raise input_error(path, None, None, f"a .npy file holds no group names for --group-col '{group_col}'; "
                                           f"save an .npz with a '{group_col}' array")
         self.labels_path, labels = load_labels_beside(path)
         name = os.path.basename(self.labels_path)  # messages about the labels name their file

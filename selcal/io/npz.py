@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 
 from .arrays import ArraysSource
-from .base import PARQUET_ADVICE, _fail, _short, check_decoded
+from .base import PARQUET_ADVICE, input_error, first_line, check_decoded
 
 
 
@@ -38,7 +38,7 @@ def npy_bytes(path: str, stream, name: str | None, stored: int | None = None) ->
     shape, dtype = header
     nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if stored is not None and nbytes > stored:
-        raise _fail(path, name, None, f"declares shape {shape} of {dtype} ({nbytes} bytes) but holds only "
+        raise input_error(path, name, None, f"declares shape {shape} of {dtype} ({nbytes} bytes) but holds only "
                                       f"{stored} bytes; was it truncated or corrupted?")
     return nbytes
 
@@ -77,8 +77,8 @@ def load_npz(path: str, names=None, *, advice: str = PARQUET_ADVICE) -> dict:
             check_decoded(path, sizes, advice=advice)
             return {name: archive[name] for name in wanted}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as exc:
-        reason = "it holds Python objects, not plain arrays" if "pickle" in str(exc) else _short(exc)
-        raise _fail(path, None, None, f"not a readable .npz file ({reason}); save it with numpy.savez") from None
+        reason = "it holds Python objects, not plain arrays" if "pickle" in str(exc) else first_line(exc)
+        raise input_error(path, None, None, f"not a readable .npz file ({reason}); save it with numpy.savez") from None
 
 
 class NpzSource(ArraysSource):

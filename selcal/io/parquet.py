@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .base import DumpSource, SelcalError, _fail, _first_null_row, finite_values, _labels_to_int, _short, _splits, _strings
+from .base import DumpSource, SelcalError, input_error, first_null_row, finite_values, labels_to_int, first_line, split_values, string_values
 from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
@@ -28,7 +28,7 @@ def local_file(path: str):
 
 
 def _corrupt(path: str, exc: BaseException) -> SelcalError:
-    return _fail(path, None, None, f"not a readable Parquet file ({_short(exc)}); was it truncated or corrupted?")
+    return input_error(path, None, None, f"not a readable Parquet file ({first_line(exc)}); was it truncated or corrupted?")
 
 
 def arrow_kind(data_type: pa.DataType) -> Kind:
@@ -74,43 +74,43 @@ class ParquetSource(DumpSource):
         metadata = self.file.metadata
         self.num_rows = int(metadata.num_rows)
         if self.num_rows < 0:
-            raise _fail(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
+            raise input_error(path, None, None, "has a negative row count in its metadata; was it truncated or corrupted?")
         in_groups = sum(int(getattr(metadata.row_group(i), "num_rows", 0)) for i in range(metadata.num_row_groups)) \
             if isinstance(self.file, pq.ParquetFile) else self.num_rows
         if in_groups != self.num_rows:  # nothing is allocated by a count the row groups do not back
-            raise _fail(path, None, None, f"its metadata claims {self.num_rows} rows but its row groups hold "
+            raise input_error(path, None, None, f"its metadata claims {self.num_rows} rows but its row groups hold "
                                           f"{in_groups}; was it truncated or corrupted?")
         names = schema.names
         duplicated = sorted(name for name, count in Counter(names).items() if count > 1)  # (linear: 10^5 columns)
         if duplicated:
-            raise _fail(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
+            raise input_error(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
         kinds = {f.name: arrow_kind(f.type) for f in schema}
         self.label_col = label_col = find_label(path, kinds, label_col)
         label_type = schema.field(label_col).type
         if kinds[label_col] not in (Kind.INTEGER, Kind.FLOAT, Kind.BOOL):
-            raise _fail(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
+            raise input_error(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
         self.logits_col, self.wide_columns = self._resolve_logits(schema, kinds, logits_col)
         self.split_col = None
         self.split_col = SPLIT_NAME if SPLIT_NAME in names else None
         if self.split_col is not None:
             split_type = schema.field(SPLIT_NAME).type
             if not _is_text(split_type):
-                raise _fail(path, SPLIT_NAME, None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
+                raise input_error(path, SPLIT_NAME, None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
         self.id_col = ID_NAME if ID_NAME in names else None
         if self.id_col is not None:
             id_type = schema.field(ID_NAME).type
             if pa.types.is_nested(id_type):
-                raise _fail(path, ID_NAME, None, f"has type {id_type}; ids must be single values (strings or numbers)")
+                raise input_error(path, ID_NAME, None, f"has type {id_type}; ids must be single values (strings or numbers)")
         logits_columns = self.wide_columns or [self.logits_col]
         if group_col is not None:
             if group_col not in names:
-                raise _fail(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
+                raise input_error(path, None, None, f"no group column '{group_col}' (columns: {', '.join(names)})")
             if group_col in logits_columns:
-                raise _fail(path, group_col, None, "holds the logits; --group-col names a column of group names "
+                raise input_error(path, group_col, None, "holds the logits; --group-col names a column of group names "
                                                    "(e.g. the source of each row)")
             group_type = schema.field(group_col).type
             if pa.types.is_nested(group_type):
-                raise _fail(path, group_col, None, f"has type {group_type}; --group-col needs one name or number "
+                raise input_error(path, group_col, None, f"has type {group_type}; --group-col needs one name or number "
                                                    "per row")
         self.group_col = group_col
         self.metadata = {k.decode(errors="replace"): v.decode(errors="replace")
@@ -130,23 +130,23 @@ class ParquetSource(DumpSource):
             for name in layout.columns:
                 data_type = schema.field(name).type
                 if data_type not in _FLOAT_TYPES:
-                    raise _fail(path, name, None,
+                    raise input_error(path, name, None,
                                 f"has type {data_type}; logits must be float16, float32 or float64")
             return layout.name, list(layout.columns)
         logits_col = layout.name
         data_type = schema.field(logits_col).type
         if not _is_list(data_type):
-            raise _fail(
+            raise input_error(
                 path, logits_col, None,
                 f"has type {data_type}; logits must be a list of float16/float32/float64 per row "
                 "or columns logit_0 .. logit_{K-1}",
             )
         value_type = data_type.value_type
         if _is_list(value_type):
-            raise _fail(path, logits_col, None,
+            raise input_error(path, logits_col, None,
                         f"holds nested lists ({data_type}); store one flat list of K logits per row")
         if value_type not in _FLOAT_TYPES:
-            raise _fail(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
+            raise input_error(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
         return logits_col, None
 
     def id_column(self) -> np.ndarray | None:
@@ -157,10 +157,10 @@ class ParquetSource(DumpSource):
             table = self.file.read(columns=columns)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
-        ids = _strings(self.path, self.id_col, table.column(self.id_col))
+        ids = string_values(self.path, self.id_col, table.column(self.id_col))
         keep = None
         if self.ignore_label is not None:
-            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
         split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
         if split is not None:
@@ -170,10 +170,10 @@ class ParquetSource(DumpSource):
     def value_column(self, name: str) -> np.ndarray:
         names = self.file.schema_arrow.names
         if name not in names:
-            raise _fail(self.path, None, None, f"no column '{name}' (columns: {', '.join(names)})")
+            raise input_error(self.path, None, None, f"no column '{name}' (columns: {', '.join(names)})")
         data_type = self.file.schema_arrow.field(name).type
         if not (pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_boolean(data_type)):
-            raise _fail(self.path, name, None, f"has type {data_type}; expected one number per row")
+            raise input_error(self.path, name, None, f"has type {data_type}; expected one number per row")
         try:
             table = self.file.read(columns=list(dict.fromkeys(
                 [self.label_col, name] + ([self.split_col] if self.split_col else []))))
@@ -181,10 +181,10 @@ class ParquetSource(DumpSource):
             raise _corrupt(self.path, exc) from None
         column = table.column(name).combine_chunks()
         if column.null_count:
-            raise _fail(self.path, name, _first_null_row(column), "is empty (null); store a number for every row")
+            raise input_error(self.path, name, first_null_row(column), "is empty (null); store a number for every row")
         keep = None  # the kept rows, as for the logits: not the ignored label, not the split 'train'
         if self.ignore_label is not None:
-            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
         split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
         if split is not None:
@@ -202,7 +202,7 @@ class ParquetSource(DumpSource):
             raise _corrupt(self.path, exc) from None
         column = table.column("image")
         if column.null_count:
-            raise _fail(self.path, "image", _first_null_row(column.combine_chunks()), "is empty (null); "
+            raise input_error(self.path, "image", first_null_row(column.combine_chunks()), "is empty (null); "
                         "give every pixel its image")
         encoded = pc.dictionary_encode(column.combine_chunks().cast(pa.string()))
         names = np.array(encoded.dictionary.to_pylist(), dtype=str)
@@ -211,7 +211,7 @@ class ParquetSource(DumpSource):
         rank[order] = np.arange(order.size)
         images = rank[encoded.indices.to_numpy(zero_copy_only=False)]
         if self.ignore_label is not None:
-            labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+            labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             images = images[labels != self.ignore_label]
         return images, names[order]
 
@@ -221,7 +221,7 @@ class ParquetSource(DumpSource):
             table = self.file.read(columns=columns)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
-        labels = _labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
+        labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
         split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
         return labels, split
 
@@ -230,7 +230,7 @@ class ParquetSource(DumpSource):
         (None when neither); a split column that disagrees with its file's name is refused."""
         if column is not None and isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
-        split = None if column is None else _splits(self.path, self.split_col, column, first_row)
+        split = None if column is None else split_values(self.path, self.split_col, column, first_row)
         if self.named_split is None:
             return split
         if split is None:
@@ -238,7 +238,7 @@ class ParquetSource(DumpSource):
         other = np.flatnonzero(split != self.named_split)
         if other.size:
             row = int(other[0])
-            raise _fail(self.path, self.split_col, first_row + row,
+            raise input_error(self.path, self.split_col, first_row + row,
                         f"says '{split[row]}' but the file's name puts its rows in the split '{self.named_split}'; "
                         "drop the split column or rename the file")
         return split
@@ -297,11 +297,11 @@ class ParquetSource(DumpSource):
                 self._row0_classes = logits.shape[1]
         return dict(
             logits=logits,
-            labels=_labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
+            labels=labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
             split=self._split_values(batch.column(self.split_col) if self.split_col else None, batch.num_rows,
                                      first_row),
-            ids=None if self.id_col is None else _strings(path, self.id_col, batch.column(self.id_col), first_row),
-            groups=None if self.group_col is None else _strings(path, self.group_col, batch.column(self.group_col),
+            ids=None if self.id_col is None else string_values(path, self.id_col, batch.column(self.id_col), first_row),
+            groups=None if self.group_col is None else string_values(path, self.group_col, batch.column(self.group_col),
                                                                   first_row),
         )
 
@@ -314,11 +314,11 @@ def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classe
     """
     problems = []
     if array.null_count:
-        problems.append((_first_null_row(array), "is null; every row needs its K logits"))
+        problems.append((first_null_row(array), "is null; every row needs its K logits"))
     values = array.flatten()
     if values.null_count:
         parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
-        problems.append((int(parents[_first_null_row(values)]), "holds a null logit; store finite numbers"))
+        problems.append((int(parents[first_null_row(values)]), "holds a null logit; store finite numbers"))
     lengths = pc.fill_null(pc.list_value_length(array), 0 if n_classes is None else n_classes)
     lengths = lengths.to_numpy(zero_copy_only=False)
     if lengths.size == 0:
@@ -334,7 +334,7 @@ def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classe
         problems.append((0, "is an empty list; every row needs its K logits"))
     if problems:
         row, message = min(problems)
-        raise _fail(path, name, first_row + row, message)
+        raise input_error(path, name, first_row + row, message)
     return values.to_numpy(zero_copy_only=False).reshape(-1, n_classes)
 
 
@@ -347,7 +347,7 @@ def _wide_logits(path: str, batch: pa.RecordBatch, names: list[str], first_row: 
     for name in names:
         column = batch.column(name)
         if column.null_count:
-            raise _fail(path, name, first_row + _first_null_row(column), "is null; store finite numbers")
+            raise input_error(path, name, first_row + first_null_row(column), "is null; store finite numbers")
         columns.append(column.to_numpy())
     return np.stack(columns, axis=1).astype(np.result_type(*columns), copy=False)
 

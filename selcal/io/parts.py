@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from .base import DumpSource, _fail
+from .base import DumpSource, input_error
 from .columns import SPLIT_ALIASES, SPLIT_NAME
 from .parquet import ParquetSource
 
@@ -150,7 +150,7 @@ class PartsSource(DumpSource):
         self.path = path
         files = find_parts(path)
         if not files:
-            raise _fail(path, None, None, "holds no Parquet parts (*.parquet); give a dump file or a folder of parts")
+            raise input_error(path, None, None, "holds no Parquet parts (*.parquet); give a dump file or a folder of parts")
         self.parts = [ParquetSource(f, label_col, logits_col, ignore_label, group_col) for f in files]
         self._name_splits(path)
         first = self.parts[0]
@@ -165,7 +165,7 @@ class PartsSource(DumpSource):
         for part in self.parts[1:]:
             if self._shape(part) != shape:
                 what = "K" if self._classes(part) != self._classes(first) else "columns"
-                raise _fail(part.path, None, None,
+                raise input_error(part.path, None, None,
                             f"has other {what} than {first.path} ({self._describe(part)} against "
                             f"{self._describe(first)}); every part of a dump needs the same columns and K")
 
@@ -176,14 +176,14 @@ class PartsSource(DumpSource):
             try:
                 named.append(named_split(_relative(path, part.path)))
             except ValueError as exc:
-                raise _fail(part.path, None, None, f"its folder and file names name two splits ({exc}); "
+                raise input_error(part.path, None, None, f"its folder and file names name two splits ({exc}); "
                             "name one split per part") from None
         self.split_from_names = any(split is not None for split in named)
         if not self.split_from_names:
             return
         unnamed = [part.path for part, split in zip(self.parts, named) if split is None]
         if unnamed:
-            raise _fail(unnamed[0], None, None, "names no split, but other parts of this folder do (e.g. "
+            raise input_error(unnamed[0], None, None, "names no split, but other parts of this folder do (e.g. "
                         f"{next(p.path for p, s in zip(self.parts, named) if s)}); name every part's split "
                         "(validation-*, test-*, split=val/, val/) or none")
         for part, split in zip(self.parts, named):

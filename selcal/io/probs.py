@@ -59,7 +59,7 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
     as they are, or log-probabilities of probabilities; the kind is ``source.input_kind``
     (``--input``), else the one ``prob_k`` columns name, else detected on the first batch and
     kept in ``source.detected_input``."""
-    from .messages import _fail
+    from .messages import input_error
 
     requested = source.input_kind or ("probs" if holds_probabilities(source.logits_col) else None)
     kind = requested or source.detected_input
@@ -78,7 +78,7 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
         bad = keep & ~((p >= 0) & (p <= 1))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise _fail(source.path, column, first_row + row, f"holds {values[row, 0]!r}, not a probability of class 1 "
+            raise input_error(source.path, column, first_row + row, f"holds {values[row, 0]!r}, not a probability of class 1 "
                         f"(--input {kind}); pass --input logits to read it as a logit")
         return (_log(p) - _log(1 - p))[:, None]
     rows = probability_rows(values) if kind == "probs" else _logprob_rows(values)
@@ -90,7 +90,7 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
         why = (getattr(source, "input_reason", None) or f"--input {kind} was given" if source.input_kind
                else "columns prob_k hold probabilities"
                if requested else "the rows before it are probabilities, so the file was read as probabilities")
-        raise _fail(source.path, column, first_row + row,
+        raise input_error(source.path, column, first_row + row,
                     f"is not a row of {what}, but {why}; fix the row, or pass --input logits")
     if kind == "logprobs":
         out = np.asarray(values, dtype=np.float64).copy()

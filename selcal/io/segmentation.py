@@ -28,7 +28,7 @@ import zipfile
 import numpy as np
 
 from ..options import DEFAULT_PIXELS_PER_IMAGE, DEFAULT_SEED, DEFAULT_SEGMENTATION_IGNORE
-from .base import DumpSource, _fail, _short, splitmix64
+from .base import DumpSource, input_error, first_line, splitmix64
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
            "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout", "read_image"]
@@ -143,9 +143,9 @@ def read_image(file, label_names=("label", "labels")) -> tuple[np.ndarray, np.nd
         logits = arrays["logits"]
         label = next(arrays[k] for k in label_names if k in arrays)
     except (KeyError, StopIteration) as exc:
-        raise _fail(str(file), None, None, f"not a readable image of a segmentation folder ({_short(exc)})") from None
+        raise input_error(str(file), None, None, f"not a readable image of a segmentation folder ({first_line(exc)})") from None
     if logits.ndim != 3 or label.ndim != 2:
-        raise _fail(str(file), None, None, "expected logits K x h x w and label H x W; was it changed?")
+        raise input_error(str(file), None, None, "expected logits K x h x w and label H x W; was it changed?")
     return logits, label_grid(label, logits.shape[1], logits.shape[2])
 
 
@@ -166,10 +166,10 @@ class SegmentationSource(DumpSource):
         self.ignore_label = DEFAULT_SEGMENTATION_IGNORE if ignore_label is None else int(ignore_label)
         self.label_names = tuple(dict.fromkeys((label_col, "label", "labels")))
         if int(pixels_per_image) != pixels_per_image or pixels_per_image < 0:
-            raise _fail(path, None, None, f"--pixels-per-image must be 0 (every labelled pixel) or a positive "
+            raise input_error(path, None, None, f"--pixels-per-image must be 0 (every labelled pixel) or a positive "
                                           f"number, got {pixels_per_image}")
         if group_col not in (None, "image"):
-            raise _fail(path, None, None, f"no group column '{group_col}': a segmentation folder has only the "
+            raise input_error(path, None, None, f"no group column '{group_col}': a segmentation folder has only the "
                                           "group 'image'")
         self.group_col = group_col
         self.pixels_per_image, self.seed = int(pixels_per_image), int(seed)
@@ -177,7 +177,7 @@ class SegmentationSource(DumpSource):
         stems = [name[:-4] for name in names]
         if len(set(stems)) < len(stems):
             twin = next(stem for stem in stems if stems.count(stem) > 1)
-            raise _fail(path, None, None, f"holds two files for image {twin!r} (.npz and .NPZ); keep one")
+            raise input_error(path, None, None, f"holds two files for image {twin!r} (.npz and .NPZ); keep one")
         self.images = np.array(stems, dtype=str)
         self.files = [os.path.join(path, name) for name in names]
         self._shapes: list[tuple[int, int]] = []
@@ -199,7 +199,7 @@ class SegmentationSource(DumpSource):
         self.counts = np.array(counts, dtype=np.int64)
         self.num_rows = int(self.counts.sum())
         if self.num_rows == 0:
-            raise _fail(path, "label", None, f"every logit cell of every image has the void label "
+            raise input_error(path, "label", None, f"every logit cell of every image has the void label "
                                              f"{self.ignore_label}; nothing to evaluate (check --ignore-label)")
         self.metadata = {PIXELS_METADATA: json.dumps({
             "images": len(self.files), "pixels_per_image": self.pixels_per_image, "seed": self.seed,
@@ -220,38 +220,38 @@ class SegmentationSource(DumpSource):
                 members = {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
                 if "logits" not in members:
                     found = ", ".join(sorted(members)) or "nothing"
-                    raise _fail(file, None, None, f"no array named 'logits' (found: {found}); save logits=out[0] "
+                    raise input_error(file, None, None, f"no array named 'logits' (found: {found}); save logits=out[0] "
                                                   "(K x h x w) and label=target (H x W)")
                 shape, dtype = _array_header(archive, "logits")
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            raise _fail(file, None, None, f"not a readable .npz file ({_short(exc)}); save it with numpy.savez") \
+            raise input_error(file, None, None, f"not a readable .npz file ({first_line(exc)}); save it with numpy.savez") \
                 from None
         label_key = next((k for k in self.label_names if k in members), None)
         if label_key is None:
-            raise _fail(file, None, None, "no array named 'label'; save the label map (H x W) beside the logits")
+            raise input_error(file, None, None, "no array named 'label'; save the label map (H x W) beside the logits")
         if len(shape) != 3:
             hint = " (save out[0], one image, not the batch)" if len(shape) == 4 else ""
-            raise _fail(file, "logits", None, f"has shape {tuple(shape)}; expected K x h x w{hint}")
+            raise input_error(file, "logits", None, f"has shape {tuple(shape)}; expected K x h x w{hint}")
         k, h, w = (int(s) for s in shape)
         if dtype not in _FLOAT_DTYPES:
-            raise _fail(file, "logits", None, f"has dtype {dtype}; save float16, float32 or float64 logits")
+            raise input_error(file, "logits", None, f"has dtype {dtype}; save float16, float32 or float64 logits")
         if k == 0 or h == 0 or w == 0:
-            raise _fail(file, "logits", None, f"has shape {tuple(shape)}; every dimension must be at least 1")
+            raise input_error(file, "logits", None, f"has shape {tuple(shape)}; every dimension must be at least 1")
         if num_classes is not None and k != num_classes:
-            raise _fail(file, "logits", None, f"has K = {k} classes but {os.path.basename(self.files[0])} has "
+            raise input_error(file, "logits", None, f"has K = {k} classes but {os.path.basename(self.files[0])} has "
                                               f"K = {num_classes}; every image needs the same classes")
         label = self._load(file, (label_key,))[label_key]
         if label.ndim != 2 or 0 in label.shape:
-            raise _fail(file, label_key, None, f"has shape {label.shape}; expected the label map H x W")
+            raise input_error(file, label_key, None, f"has shape {label.shape}; expected the label map H x W")
         if label.dtype.kind not in "iu":
-            raise _fail(file, label_key, None, f"has dtype {label.dtype}; labels must be integers")
+            raise input_error(file, label_key, None, f"has dtype {label.dtype}; labels must be integers")
         big_h, big_w = label.shape
         if max(big_h * w, big_w * h) > 2 * min(big_h * w, big_w * h):  # scale factors H/h, W/w differ 2x+
-            raise _fail(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: the label map "
+            raise input_error(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: the label map "
                         f"is scaled by {big_h / h:g} vertically and {big_w / w:g} horizontally; "
                         "save the label map H x W of the same image (was it transposed?)")
         if big_h % h or big_w % w:  # each logit cell must stand for a whole block of label pixels
-            raise _fail(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: a label map "
+            raise input_error(file, label_key, None, f"has shape {label.shape} but the logits are {h} x {w}: a label map "
                         f"must be the logits' size or an integer multiple of it (e.g. {4 * h} x {4 * w}); "
                         "resize the logits to the label map (or the label map to the logits) before saving")
         return k, h, w, dtype, label_grid(label, h, w)
@@ -262,7 +262,7 @@ class SegmentationSource(DumpSource):
         if bad.any():
             i, j = (int(v) for v in np.argwhere(bad)[0])
             hint = f" (void pixels: --ignore-label, now {self.ignore_label})" if grid[i, j] >= classes else ""
-            raise _fail(file, "label", None, f"logit cell ({i}, {j}) has label {int(grid[i, j])}, outside "
+            raise input_error(file, "label", None, f"logit cell ({i}, {j}) has label {int(grid[i, j])}, outside "
                                              f"0 .. {classes - 1}{hint}")
 
     def image_rows(self):
@@ -273,7 +273,7 @@ class SegmentationSource(DumpSource):
             label = next(arrays[k] for k in self.label_names if k in arrays)
             k, h, w = logits.shape
             if (h, w) != self._shapes[index] or k != self._num_classes:
-                raise _fail(file, None, None, "changed while being read; run again")
+                raise input_error(file, None, None, "changed while being read; run again")
             grid = label_grid(label, h, w)
             labelled = grid != self.ignore_label
             cells = sample_cells(str(self.images[index]), labelled, self.pixels_per_image, self.seed)
@@ -283,7 +283,7 @@ class SegmentationSource(DumpSource):
                 cell = int(np.flatnonzero(~finite)[0])
                 what = "NaN" if np.isnan(flat[:, cell]).any() else "an infinite value"
                 hint = " (float16 overflows above 65504: save float32)" if logits.dtype == np.float16 else ""
-                raise _fail(file, "logits", None, f"logit cell ({cell // w}, {cell % w}) holds {what}{hint}; "
+                raise input_error(file, "logits", None, f"logit cell ({cell // w}, {cell % w}) holds {what}{hint}; "
                                                   "logits must be finite")
             rows = np.ascontiguousarray(flat[:, cells].T, dtype=self.dtype)
             del arrays, logits, flat, label

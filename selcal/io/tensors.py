@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from .base import PARQUET_ADVICE, _fail, _short, check_decoded
+from .base import PARQUET_ADVICE, input_error, first_line, check_decoded
 
 SAVE_PT = ("save a dict of tensors (and plain lists of str): torch.save({'logits': logits, 'labels': labels}, "
            "path)")
@@ -57,7 +57,7 @@ def _batch_dicts(path: str, batches: list) -> dict:
     arrays: dict = {}
     for i, batch in enumerate(batches):
         if list(batch) != keys:
-            raise _fail(path, None, None, f"batch {i} of the list has the entries {', '.join(map(str, batch))}, "
+            raise input_error(path, None, None, f"batch {i} of the list has the entries {', '.join(map(str, batch))}, "
                         f"batch 0 {', '.join(map(str, keys))}; every batch dict needs the same entries")
         for key, value in batch.items():
             array = _numpy(value)
@@ -69,7 +69,7 @@ def _batch_dicts(path: str, batches: list) -> dict:
             continue  # not an array in every batch (e.g. a loss value): not a column
         if len({p.shape[1:] for p in parts}) > 1:
             shapes = ", ".join(str(tuple(p.shape)) for p in parts[:3])
-            raise _fail(path, key, None, f"has shapes {shapes}, ... across the batches; every batch needs the same K")
+            raise input_error(path, key, None, f"has shapes {shapes}, ... across the batches; every batch needs the same K")
         out[key] = np.concatenate(parts)
     return out
 
@@ -85,10 +85,10 @@ def load_torch(path: str):
 
         if isinstance(exc, ModuleNotFoundError) or "No module named" in str(exc) \
                 or importlib.util.find_spec("torch") is None:
-            raise _fail(path, None, None, "reading .pt files needs PyTorch (pip install torch); or save the arrays "
+            raise input_error(path, None, None, "reading .pt files needs PyTorch (pip install torch); or save the arrays "
                                           "with numpy.savez('model.npz', logits=logits, labels=labels)") from None
         # installed, but it could not be loaded (a memory limit, a broken install): say so, not "install it"
-        raise _fail(path, None, None, f"PyTorch is installed but could not be loaded ({_short(exc)}); raise the "
+        raise input_error(path, None, None, f"PyTorch is installed but could not be loaded ({first_line(exc)}); raise the "
                                       "memory limit (ulimit -v) or save the arrays with numpy.savez('model.npz', "
                                       "logits=logits, labels=labels)") from None
     try:
@@ -107,8 +107,8 @@ def load_torch(path: str):
             what = f" ({found.group(1)})" if found else ""
             reason = f"it holds Python objects{what} that weights_only loading refuses"
         else:
-            reason = _short(exc).split(". ")[0]
-        raise _fail(path, None, None, f"not a readable .pt file ({reason}); {SAVE_PT}") from None
+            reason = first_line(exc).split(". ")[0]
+        raise input_error(path, None, None, f"not a readable .pt file ({reason}); {SAVE_PT}") from None
     check_decoded(path, _decoded_sizes(loaded), "tensor", advice=PARQUET_ADVICE)
     if isinstance(loaded, dict):
         arrays = {str(k): a for k, v in loaded.items() if (a := _numpy(v)) is not None}
@@ -121,5 +121,5 @@ def load_torch(path: str):
             return {"logits": logits, "labels": labels}
     array = _numpy(loaded)
     if array is None:
-        raise _fail(path, None, None, f"holds a {type(loaded).__name__}, not tensors; {SAVE_PT}")
+        raise input_error(path, None, None, f"holds a {type(loaded).__name__}, not tensors; {SAVE_PT}")
     return array

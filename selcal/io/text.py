@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .columns import _WIDE, LABEL_NAMES
-from .messages import Line, _fail, _short
+from .columns import WIDE_COLUMN, LABEL_NAMES
+from .messages import Line, input_error, first_line
 from .parquet import ParquetSource
 
 if TYPE_CHECKING:
@@ -86,12 +86,12 @@ def open_text(path: str):
         head = handle.read(8)
     for magic, what in _REFUSED.items():
         if head.startswith(magic):
-            raise _fail(path, None, None, f"is {what}")
+            raise input_error(path, None, None, f"is {what}")
     for magic, (_, opener) in _STREAMED.items():
         if head.startswith(magic):
             return opener(path, "rb")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise _fail(path, None, None, "is UTF-16 text; save it as UTF-8")
+        raise input_error(path, None, None, "is UTF-16 text; save it as UTF-8")
     return open(path, "rb")
 
 
@@ -126,7 +126,7 @@ class TextFile:
             if first is None and not self.header.strip():
                 size = ("0 bytes" if os.path.getsize(path) == 0 else "0 bytes once decompressed" if compression(path)
                         else "only blank lines")
-                raise _fail(path, None, None, f"is empty ({size}): no header and no rows; was it written completely?")
+                raise input_error(path, None, None, f"is empty ({size}): no header and no rows; was it written completely?")
             if fmt == "jsonl" and first is not None:
                 self._check_keys(*first)
             self.schema = self._infer(first)
@@ -144,8 +144,8 @@ class TextFile:
                 stream.read(3)
         except _STREAM_ERRORS as exc:
             kind = compression(self.path)
-            raise _fail(self.path, None, None, f"its {kind} stream is truncated or corrupted ({_short(exc)})"
-                        if kind else f"cannot be read ({_short(exc)})") from None
+            raise input_error(self.path, None, None, f"its {kind} stream is truncated or corrupted ({first_line(exc)})"
+                        if kind else f"cannot be read ({first_line(exc)})") from None
         return stream
 
     def _read(self, stream, size: int) -> bytes:
@@ -153,23 +153,23 @@ class TextFile:
             return stream.read(size)
         except _STREAM_ERRORS as exc:
             kind = compression(self.path)
-            raise _fail(self.path, None, None, f"its {kind} stream is truncated or corrupted ({_short(exc)})"
-                        if kind else f"cannot be read ({_short(exc)})") from None
+            raise input_error(self.path, None, None, f"its {kind} stream is truncated or corrupted ({first_line(exc)})"
+                        if kind else f"cannot be read ({first_line(exc)})") from None
 
     def _header(self, stream) -> bytes:
         """The CSV header line, bounded in length and in columns before polars reads it."""
         try:
             header = stream.readline(MAX_LINE_BYTES + 1)
         except _STREAM_ERRORS as exc:
-            raise _fail(self.path, None, None, f"cannot be read ({_short(exc)})") from None
+            raise input_error(self.path, None, None, f"cannot be read ({first_line(exc)})") from None
         if len(header) > MAX_LINE_BYTES:
-            raise _fail(self.path, None, Line(-1, 2), f"the header is longer than {MAX_LINE_BYTES >> 20} MB; "
+            raise input_error(self.path, None, Line(-1, 2), f"the header is longer than {MAX_LINE_BYTES >> 20} MB; "
                                                       "no dump's header is: is this a CSV file?")
         if b"\0" in header:
-            raise _fail(self.path, None, Line(-1, 2), "holds NUL bytes: not UTF-8 text; save it as UTF-8 CSV")
+            raise input_error(self.path, None, Line(-1, 2), "holds NUL bytes: not UTF-8 text; save it as UTF-8 CSV")
         columns = header.count(self.separator.encode()) + 1
         if columns > MAX_COLUMNS:
-            raise _fail(self.path, None, Line(-1, 2), f"the header has {columns} columns, more than the "
+            raise input_error(self.path, None, Line(-1, 2), f"the header has {columns} columns, more than the "
                                                       f"{MAX_COLUMNS} selcal reads from a text file; write the logits "
                                                       "as one list column of a Parquet file, or as .npy")
         return header if header.endswith(b"\n") or not header else header + b"\n"
@@ -198,7 +198,7 @@ class TextFile:
 
     def _bounded(self, partial: bytes, line: int) -> None:
         if len(partial) > MAX_LINE_BYTES:
-            raise _fail(self.path, None, Line(line - 1, 1), f"is longer than {MAX_LINE_BYTES >> 20} MB; no row "
+            raise input_error(self.path, None, Line(line - 1, 1), f"is longer than {MAX_LINE_BYTES >> 20} MB; no row "
                                                             "of a dump is: is this a text file of rows?")
 
     def _each_block(self):
@@ -243,7 +243,7 @@ class TextFile:
         integers = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
         schema = dict(frame.schema)
         for name, dtype in schema.items():  # a number column with a bad value (inferred as text): its line is named
-            if (_WIDE.match(name) and (dtype in integers or dtype == pl.String or dtype == pl.Null)) or (
+            if (WIDE_COLUMN.match(name) and (dtype in integers or dtype == pl.String or dtype == pl.Null)) or (
                     name in LABEL_NAMES and dtype == pl.String):
                 schema[name] = pl.Float64
             elif isinstance(dtype, pl.List) and (dtype.inner in integers or dtype.inner == pl.Null):
@@ -266,7 +266,7 @@ class TextFile:
         text = block.split(b"\n", 1)[0]
         keys = text.count(b'":') + text.count(b'" :')
         if keys > MAX_COLUMNS:
-            raise _fail(self.path, None, Line(line - 1, 1), f"has about {keys} keys, more than the {MAX_COLUMNS} "
+            raise input_error(self.path, None, Line(line - 1, 1), f"has about {keys} keys, more than the {MAX_COLUMNS} "
                                                             "selcal reads; write the logits as one list ('logits')")
 
     # ----------------------------------------------------------------- errors
@@ -286,18 +286,18 @@ class TextFile:
         where = Line(line + bad - 1, 1)
         text = lines[bad]
         if self.fmt == "jsonl":
-            return _fail(self.path, None, where, _json_problem(text, self._error(text + b"\n", infer) or exc))
+            return input_error(self.path, None, where, _json_problem(text, self._error(text + b"\n", infer) or exc))
         error = self._error(text + b"\n", infer) or exc  # the bad line's own error
         found = re.search(r"could not parse `(.*?)` as dtype `(\w+)` at column '(.*?)'", str(error))
         if found:
             value, _, column = found.groups()
             value = value if len(value) <= 40 else value[:37] + "..."
-            return _fail(self.path, column, where, f"holds {value!r}, which is not a number; store numbers only")
+            return input_error(self.path, column, where, f"holds {value!r}, which is not a number; store numbers only")
         if "more fields" in str(error):
-            return _fail(self.path, None, where, "has more values than the header has columns; quote a value "
+            return input_error(self.path, None, where, "has more values than the header has columns; quote a value "
                                                  "that holds the separator, or fix the line")
         kind = {"csv": "CSV", "tsv": "TSV"}[self.fmt]
-        return _fail(self.path, None, where, f"cannot be read as {kind} ({_short(error)})")
+        return input_error(self.path, None, where, f"cannot be read as {kind} ({first_line(error)})")
 
     def _error(self, block: bytes, infer: bool) -> BaseException | None:
         try:
@@ -334,7 +334,7 @@ class TextFile:
         except BaseException as exc:
             if type(exc).__name__ != "PanicException":
                 raise
-            raise _fail(self.path, None, None, f"cannot be read ({_short(exc)}); save it as UTF-8 text") from None
+            raise input_error(self.path, None, None, f"cannot be read ({first_line(exc)}); save it as UTF-8 text") from None
 
 
 def _reject_constant(name: str):
@@ -358,10 +358,10 @@ def _json_problem(text: bytes, exc: BaseException) -> str:
     except ValueError as error:
         return str(error)
     except (RecursionError, UnicodeDecodeError) as error:
-        return f"cannot be read as JSON ({_short(error)}); write one JSON object per line"
+        return f"cannot be read as JSON ({first_line(error)}); write one JSON object per line"
     if not isinstance(value, dict):
         return f"holds a JSON {type(value).__name__}, not an object; write one object per line"
-    return f"cannot be read with the columns of the first lines ({_short(exc)}); give every line the same keys " \
+    return f"cannot be read with the columns of the first lines ({first_line(exc)}); give every line the same keys " \
            "and types"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from .arrays import ArraysSource
-from .base import _fail
+from .base import input_error
 from .npy import load_labels_beside
 from .tensors import SAVE_PT, load_torch
 
@@ -22,7 +22,7 @@ class TorchSource(ArraysSource):
         loaded = load_torch(path)
         if not isinstance(loaded, dict):
             if group_col is not None:
-                raise _fail(path, None, None, f"a file of logits alone holds no group names for --group-col "
+                raise input_error(path, None, None, f"a file of logits alone holds no group names for --group-col "
                                               f"'{group_col}'; {SAVE_PT} with a '{group_col}' entry")
             self.labels_path, labels = load_labels_beside(path)
             label_col, logits_col = os.path.basename(self.labels_path), None  # messages name the labels file

@@ -521,9 +521,9 @@ def nll(y_true, y_pred, *, input_kind: str | None = None) -> float:
     >>> round(nll([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 6)
     0.458145
     """
-    from ..pipeline.measure import _known_mean
+    from ..pipeline.measure import known_mean
 
-    return _known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "NLL").nll)
+    return known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "NLL").nll)
 
 
 def brier(y_true, y_pred, *, input_kind: str | None = None) -> float:
@@ -544,9 +544,9 @@ def brier(y_true, y_pred, *, input_kind: str | None = None) -> float:
     >>> round(brier([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 6)
     0.29
     """
-    from ..pipeline.measure import _known_mean
+    from ..pipeline.measure import known_mean
 
-    return _known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "Brier").brier)
+    return known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "Brier").brier)
 
 
 def classwise_ece(y_true, y_pred, *, input_kind: str | None = None, bins: int = DEFAULTS.bins) -> float:

@@ -12,7 +12,7 @@ from ..io import expand_input, open_dump
 from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options, ReadSettings
 from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump, scores_for_input, with_input
-from .split import _unique_names, prime_allocator
+from .split import unique_names, prime_allocator
 from .stream import evaluate_confidences, evaluate_source, read_columns
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "ModelJob", "evaluate_model", "model_jobs", "jobs_as_read", "run_jobs"]
@@ -88,7 +88,7 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
     if vals and len(expanded) != len(paths):
         raise SelcalError("--val cannot be given with a folder of lm-evaluation-harness logs or a log of several "
                           "choice counts; their models are fitted on a hold-out of their own rows")
-    names = _unique_names([path for _, path, _, _ in expanded], [name for _, _, _, name in expanded])
+    names = unique_names([path for _, path, _, _ in expanded], [name for _, _, _, name in expanded])
     return [ModelJob(path, str(vals[i]) if vals else None, names[j], options, {**columns, **settings}, group_col,
                      stream, memory_budget) for j, (i, path, settings, _) in enumerate(expanded)]
 

@@ -21,7 +21,7 @@ from ..options import Options
 from ..results import ModelResult
 from ..scores import REGISTRY, validate
 from .reduce import RowReduction, array_chunks, reduce_rows, rows_per_chunk
-from .split import (SharedRows, _ensemble_provenance, _model_name, _provenance, check_ids, count_shared_rows,
+from .split import (SharedRows, ensemble_provenance, model_name_of, split_provenance, check_ids, count_shared_rows,
     leak_warnings, pixel_provenance, prime_allocator, split_column_warnings, split_rows, split_warnings)
 
 __all__ = ["data_warnings", "evaluate_dump", "fit_scores", "logit_kind", "measure_arrays", "finish_scores",
@@ -89,7 +89,7 @@ def measure_arrays(
     n_val = 0 if val_labels is None else int(np.asarray(val_labels).size)
     states = fit_scores(val_logits, val_labels, options, where=path or name, warnings=warnings)
     chunks = array_chunks(logits, labels, rows_per_chunk(logits.shape[1], options))
-    result = _measure(chunks, logits.shape[1], states, options=options, name=name,
+    result = measure_chunks(chunks, logits.shape[1], states, options=options, name=name,
                       path=path, split=split, n_val=n_val, warnings=warnings, extra=extra, groups=groups, progress=progress,
                       total=labels.size, columns=columns, scale_means_nothing=scale_means_nothing,
                       ids_of=(lambda rows: rows) if ids is None else (lambda rows: ids[rows]),
@@ -145,7 +145,7 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
     return states
 
 
-def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: str, path: str, split: str,
+def measure_chunks(chunks, n_classes: int, states: dict, *, options: Options, name: str, path: str, split: str,
              n_val: int, warnings: list[str], extra: dict | None, groups, progress, total: int | None = None,
              columns: dict | None = None,
              ids_of: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -164,7 +164,7 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
         accuracy=float(np.count_nonzero(correct) / n),
         top5_accuracy=None if rows.top5 is None else float(np.count_nonzero(rows.top5) / n),
         error=float(np.count_nonzero(~correct) / n),
-        nll=_known_mean(rows.nll), brier=_known_mean(rows.brier),
+        nll=known_mean(rows.nll), brier=known_mean(rows.brier),
         cece=calibration.classwise_calibration_error(rows.classwise),
         warnings=warnings, extra=dict(extra or {}), rows=rows,
     )
@@ -181,11 +181,11 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
                 result.score_correct[score_name] = own
             if score_rows.nll is not None:
                 infinite = int(np.count_nonzero(np.isinf(score_rows.nll)))
-                measured["nll"] = None if infinite else _known_mean(score_rows.nll)
+                measured["nll"] = None if infinite else known_mean(score_rows.nll)
                 if infinite:  # a label given probability 0 (isotonic): null and counted, never clipped
                     measured["nll_infinite_rows"] = infinite
             if score_rows.brier is not None:
-                measured["brier"] = _known_mean(score_rows.brier)
+                measured["brier"] = known_mean(score_rows.brier)
             if score_rows.classwise is not None:
                 measured["cece"] = calibration.classwise_calibration_error(score_rows.classwise)
         metrics.update(entry.json_keys(state, measured))
@@ -196,11 +196,11 @@ def _measure(chunks, n_classes: int, states: dict, *, options: Options, name: st
         result.extra["n_ood"] = int(np.count_nonzero(rows.ood))
     if scale_means_nothing is not None:
         leave_out(result, scale_readers(options.scores, options), scale_means_nothing)
-    _add_column_scores(result, columns or {}, options)
+    add_column_scores(result, columns or {}, options)
     finish_scores(result, options)
     if groups is not None:
         result.groups = np.asarray(groups)
-        result.extra["groups"] = _group_metrics(result, options)
+        result.extra["groups"] = group_metrics(result, options)
     if options.errors_top:
         result.confident_errors = _confident_errors(result, options.errors_top, ids_of or (lambda r: r), images_of)
     return result
@@ -260,7 +260,7 @@ def degenerate_warnings(result: ModelResult) -> list[str]:
     return out
 
 
-def _known_mean(values: np.ndarray) -> float:
+def known_mean(values: np.ndarray) -> float:
     """The exact mean over the rows that have a value: NaN marks a row of no class
     (``--ood-label``), whose NLL and Brier are not defined."""
     values = np.asarray(values, dtype=np.float64)
@@ -268,7 +268,7 @@ def _known_mean(values: np.ndarray) -> float:
     return scores.exact_mean(values if known.all() else values[known]) if known.any() else float("nan")
 
 
-def _add_column_scores(result: ModelResult, columns: dict, options: Options) -> None:
+def add_column_scores(result: ModelResult, columns: dict, options: Options) -> None:
     """The scores read from columns of the TEST file (``--score-col``, ``--uncertainty-col``).
 
     An uncertainty u is ranked as the confidence -u (exact). A confidence column whose values
@@ -308,7 +308,7 @@ def _confident_errors(result: ModelResult, top: int, ids_of, images_of=None) -> 
     return out
 
 
-def _group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
+def group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
     """Accuracy and the selective metrics of every score, within each group's rows (and a warning for a
     score constant within a group, not constant overall)."""
     correct = result.rows.correct
@@ -448,10 +448,10 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         test = replace(test, ids=np.arange(len(test)))
     val_rows, eval_rows, rule = split_rows(test, val, options, by_position=numbered)
     n_train = test.n_train + (val.n_train if val is not None else 0)
-    extra = _provenance(rule, options, val.path if val is not None else None, test.binary,
+    extra = split_provenance(rule, options, val.path if val is not None else None, test.binary,
                         test.n_ignored + (val.n_ignored if val is not None else 0), n_train,
                         by_id=test.ids is not None and not numbered)
-    extra.update(_ensemble_provenance(test.metadata))
+    extra.update(ensemble_provenance(test.metadata))
     if test.input != "logits":  # what the file held (selcal.io.probs)
         extra["input"] = test.input
     if test.images is not None:
@@ -464,7 +464,7 @@ def evaluate_dump(test: Dump, val: Dump | None = None, *, options: Options = Opt
         eval_rows.logits, eval_rows.labels,
         None if val_rows is None else val_rows.logits,
         None if val_rows is None else val_rows.labels,
-        options=options, name=name or _model_name(test.path), path=test.path, split=rule,
+        options=options, name=name or model_name_of(test.path), path=test.path, split=rule,
         warnings=warnings,
         extra=extra, groups=eval_rows.groups,
         progress=progress, clusters=eval_rows.images, columns=eval_rows.columns,

@@ -20,7 +20,7 @@ from ..options import Options
 from ..scores import REGISTRY
 from ..scores import validate
 from ..scores.functions import ChunkTerms
-from .split import _CHUNK_ELEMENTS, row_hashes
+from .split import row_hashes
 
 __all__ = ["RowReduction", "ScoreRows", "TOP_K", "array_chunks", "in_top_k", "reduce_rows", "rows_per_chunk"]
 
@@ -67,7 +67,7 @@ class RowReduction:
     ood: np.ndarray | None = None  # the row belongs to no class (--ood-label): an error, with no NLL or Brier
 
 
-def _probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece")):
+def probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece")):
     """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v) (those not ``wanted``: None).
 
     Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
@@ -178,7 +178,7 @@ def _score_chunk(entry, terms: ChunkTerms, labels: np.ndarray, state, options: O
         if z is terms.logits and beta == 1.0:  # the model's own softmax: its numbers are the model's
             out[f"base:{name}"] = True
             return
-        pred, log_top, nll, brier, bins = _probability_terms(z, labels, beta, options.bins, pred, wanted=entry.reports)
+        pred, log_top, nll, brier, bins = probability_terms(z, labels, beta, options.bins, pred, wanted=entry.reports)
         out[f"log_confidence:{name}"] = log_top
         out.setdefault(f"values:{name}", log_top)
         if entry.own_predictions:
@@ -203,7 +203,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
     out: dict = {}
     for name in options.scores:
         _score_chunk(REGISTRY[name], terms, labels, states.get(name), options, out)
-    pred, log_msp, nll, brier, bins = _probability_terms(chunk, labels, 1.0, options.bins, terms=terms.softmax)
+    pred, log_msp, nll, brier, bins = probability_terms(chunk, labels, 1.0, options.bins, terms=terms.softmax)
     for name in options.scores:
         if out.pop(f"base:{name}", False):
             out[f"log_confidence:{name}"] = out.setdefault(f"values:{name}", log_msp)
@@ -227,7 +227,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
 
 
 def rows_per_chunk(n_classes: int, options: Options) -> int:
-    return options.chunk_rows or max(1, min(1 << 20, _CHUNK_ELEMENTS // n_classes))
+    return options.chunk_rows or max(1, min(1 << 20, scores.CHUNK_ELEMENTS // n_classes))
 
 
 def array_chunks(logits: np.ndarray, labels: np.ndarray, rows: int):

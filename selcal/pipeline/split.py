@@ -22,7 +22,6 @@ from ..options import Options
 __all__ = ["SharedRows", "check_ids", "content_hashes", "count_shared_rows", "holdout_mask", "image_holdout_mask", "leak_warnings", "pixel_provenance", "row_hashes", "split_column_warnings", "split_plan", "split_rows", "split_warnings"]
 
 
-_CHUNK_ELEMENTS = scores.CHUNK_ELEMENTS  # logits per row chunk
 _PRIMED: list[bool] = []
 
 
@@ -55,7 +54,7 @@ def row_hashes(logits: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
     multipliers = rng.integers(0, 2**63, size=logits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
     label_multiplier = np.uint64(int(rng.integers(0, 2**63)) * 2 + 1)
     out = np.empty(labels.size, dtype=np.uint64)
-    step = max(1, _CHUNK_ELEMENTS // logits.shape[1])
+    step = max(1, scores.CHUNK_ELEMENTS // logits.shape[1])
     with np.errstate(over="ignore"):
         for start in range(0, labels.size, step):
             chunk = logits[start:start + step].astype(np.float64) + 0.0  # -0.0 -> 0.0
@@ -71,10 +70,10 @@ def holdout_mask(n_rows: int, ids: np.ndarray | None, fraction: float, seed: int
     seeded hashes of the rows' identity (their ids, else their positions; never their content),
     so dumps of one data set hold out the same rows whatever their logits (CONVENTIONS.md,
     "Validation split")."""
-    return _lowest_hashes(identity_hashes(n_rows, ids, seed), fraction, where)
+    return lowest_hashes(identity_hashes(n_rows, ids, seed), fraction, where)
 
 
-def _lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.ndarray:
+def lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.ndarray:
     """Mask of the round(fraction * N) rows with the smallest hashes."""
     n = hashes.size
     n_val = int(math.floor(fraction * n + 0.5))
@@ -88,7 +87,7 @@ def _lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.n
     return mask
 
 
-def _rows_of(dump: Dump, wanted: str) -> Dump:
+def rows_of(dump: Dump, wanted: str) -> Dump:
     """The rows of ``dump`` whose split is ``wanted``, or all rows when it has no such rows."""
     if dump.split is None:
         return dump
@@ -116,7 +115,7 @@ def split_plan(split: np.ndarray | None, has_val_file: bool, needs_validation: b
     return "holdout", val_mask, ~val_mask
 
 
-def _rule_name(rule: str, by_image: bool, metadata: dict) -> str:
+def rule_name(rule: str, by_image: bool, metadata: dict) -> str:
     """The reported split rule: a hold-out of pixel rows is by image; a split column that the
     parts' file or folder names gave is ``split-names``."""
     if rule == "holdout" and by_image:
@@ -126,7 +125,7 @@ def _rule_name(rule: str, by_image: bool, metadata: dict) -> str:
     return rule
 
 
-def _check_same_classes(test_path: str, test_classes: int, val_path: str, val_classes: int) -> None:
+def check_same_classes(test_path: str, test_classes: int, val_path: str, val_classes: int) -> None:
     if max(val_classes, 2) != max(test_classes, 2):  # one binary logit is K = 2
         raise SelcalError(f"{val_path}: has K = {val_classes} classes but {test_path} has K = {test_classes}; "
                           "pass the validation file of the same model")
@@ -160,7 +159,7 @@ def split_rows(test: Dump, val: Dump | None, options: Options,
     fitted (``selcal threshold`` calibrates on them).
     """
     if val is not None:
-        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+        check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
     if test.images is not None:
         holdout = lambda: image_holdout_mask(test.images, test.image_names, options.val_fraction,  # noqa: E731
                                              options.seed, where=test.path)
@@ -170,8 +169,8 @@ def split_rows(test: Dump, val: Dump | None, options: Options,
     if needs_validation is None:
         needs_validation = options.needs_validation
     rule, val_mask, eval_mask = split_plan(test.split, val is not None, needs_validation, holdout)
-    rule = _rule_name(rule, test.images is not None, test.metadata)
-    val_rows = _rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
+    rule = rule_name(rule, test.images is not None, test.metadata)
+    val_rows = rows_of(val, "val") if val is not None else None if val_mask is None else test.subset(val_mask)
     return val_rows, test if eval_mask is None else test.subset(eval_mask), rule
 
 
@@ -414,7 +413,7 @@ def split_warnings(n_eval: int, n_fit: int | None, n_ignored: int) -> list[str]:
     return warnings
 
 
-def _provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int,
+def split_provenance(rule: str, options: Options, val_path: str | None, binary: bool, n_ignored: int,
                 n_train: int = 0, by_id: bool = False) -> dict:
     """The model-level JSON keys that say where the numbers come from (beyond schema 1)."""
     extra: dict = {"val_path": val_path}
@@ -452,7 +451,7 @@ def pixel_provenance(metadata: dict, names: np.ndarray, images: np.ndarray, val_
     return out
 
 
-def _ensemble_provenance(metadata: dict) -> dict:
+def ensemble_provenance(metadata: dict) -> dict:
     """The members of an ensemble dump (``selcal ensemble``), from its metadata, as JSON keys."""
     import json
 
@@ -468,7 +467,7 @@ def _ensemble_provenance(metadata: dict) -> dict:
 _GENERIC_STEMS = {"test", "val", "valid", "validation", "logits", "eval", "dump", "output", "outputs"}
 
 
-def _model_name(path: str) -> str:
+def model_name_of(path: str) -> str:
     """The file's stem; with its folder when the stem says nothing (``resnet50/test``)."""
     # A backslash separates folders only where it is the separator (Windows); on POSIX it is a
     # character of the name (``$x_y^z\\.parquet``).
@@ -492,8 +491,8 @@ def _model_name(path: str) -> str:
     return stem
 
 
-def _unique_names(paths: list[str], given: list | None = None) -> list[str]:
-    names = [name or _model_name(p) for p, name in zip(paths, given or [None] * len(paths))]
+def unique_names(paths: list[str], given: list | None = None) -> list[str]:
+    names = [name or model_name_of(p) for p, name in zip(paths, given or [None] * len(paths))]
     if len(set(names)) == len(names):
         return names
-    return [p if name is None or name == _model_name(p) else f"{p} ({name})" for p, name in zip(paths, given or names)]
+    return [p if name is None or name == model_name_of(p) else f"{p} ({name})" for p, name in zip(paths, given or names)]

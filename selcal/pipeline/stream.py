@@ -17,10 +17,10 @@ from ..io.lmeval import METADATA_KEY as LM_METADATA
 from ..metrics import catalog
 from ..options import Options
 from ..results import ModelResult
-from .measure import LM_SCALE, _add_column_scores, _group_metrics, _measure, finish_scores, fit_scores
+from .measure import LM_SCALE, add_column_scores, group_metrics, measure_chunks, finish_scores, fit_scores
 from .reduce import RowReduction, rows_per_chunk
-from .split import (SharedRows, _check_same_classes, _ensemble_provenance, _model_name, _provenance, _rows_of,
-    _rule_name, check_ids, count_shared_rows, holdout_mask, image_holdout_mask, leak_warnings, pixel_provenance,
+from .split import (SharedRows, check_same_classes, ensemble_provenance, model_name_of, split_provenance, rows_of,
+    rule_name, check_ids, count_shared_rows, holdout_mask, image_holdout_mask, leak_warnings, pixel_provenance,
     split_column_warnings, split_plan, split_warnings)
 
 __all__ = ["evaluate_confidences", "evaluate_source", "read_columns"]
@@ -48,7 +48,7 @@ def _release_freed_memory() -> None:
 _malloc_trim = None
 
 
-def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None,
+def stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, groups_out: list | None,
                    val_rows: SharedRows | None = None, shared: list | None = None):
     """Evaluation rows of a streamed dump as (logits, labels) chunks of at most ``rows`` rows.
 
@@ -73,7 +73,7 @@ def _stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, 
             yield logits, labels
 
 
-def _gather(source: DumpSource, mask: np.ndarray) -> Dump:
+def gather_rows(source: DumpSource, mask: np.ndarray) -> Dump:
     """The rows of a streamed dump selected by ``mask``, in memory (e.g. its validation rows)."""
     n_rows = int(mask.sum())
     logits, labels = None, np.empty(n_rows, dtype=np.int64)
@@ -137,11 +137,11 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
     ids = source.id_column()
     extra["fingerprint"] = fingerprint(labels, None if ids is None else ids if eval_mask is None else ids[eval_mask])
     result = ModelResult(
-        name=name or _model_name(source.path), path=source.path, num_classes=None, n_eval=n, n_val=0, split=rule,
+        name=name or model_name_of(source.path), path=source.path, num_classes=None, n_eval=n, n_val=0, split=rule,
         accuracy=float(np.count_nonzero(correct) / n), error=float(np.count_nonzero(~correct) / n),
         nll=None, brier=None, cece=None, warnings=split_warnings(n, None, n_ignored), extra=extra, rows=rows,
     )
-    _add_column_scores(result, columns, column_options)
+    add_column_scores(result, columns, column_options)
     finish_scores(result, options)
     return result
 
@@ -170,12 +170,12 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         return holdout_mask(test.num_kept_rows, test.id_column(), options.val_fraction, options.seed, test.path)
 
     rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, options.needs_validation, holdout)
-    rule = _rule_name(rule, images is not None, test.metadata)
+    rule = rule_name(rule, images is not None, test.metadata)
     if val is not None:
-        val_rows = _rows_of(val.read_all(), "val")
-        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+        val_rows = rows_of(val.read_all(), "val")
+        check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
     elif val_mask is not None and options.needs_validation:
-        val_rows = _gather(test, val_mask)  # read only when something is fitted on them
+        val_rows = gather_rows(test, val_mask)  # read only when something is fitted on them
     else:
         val_rows = None
     n_val = len(val_rows) if val_rows is not None else 0 if val_mask is None else int(val_mask.sum())
@@ -188,9 +188,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         split_column_warnings(test.split_column())
     states = fit_scores(None if val_rows is None else val_rows.logits,
                         None if val_rows is None else val_rows.labels, options, where=test.path, warnings=warnings)
-    extra = _provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
+    extra = split_provenance(rule, options, val.path if val is not None else None, test.num_classes == 1, n_ignored,
                         n_train, by_id=rule == "holdout" and test.id_column() is not None)
-    extra.update(_ensemble_provenance(test.metadata))
+    extra.update(ensemble_provenance(test.metadata))
     if (test.input_kind or test.detected_input or "logits") != "logits":  # what the file held (selcal.io.probs)
         extra["input"] = test.input_kind or test.detected_input
     eval_images = None
@@ -205,9 +205,9 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
     shared_index = None if val is None else SharedRows(val_rows.logits, val_rows.labels)
     seen_labels: list = []  # the evaluation rows' labels, for the fingerprint
     chunks = ((logits, seen_labels.append(labels) or labels) for logits, labels in
-              _stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared))
-    result = _measure(chunks, n_classes, states, options=options,
-                      name=name or _model_name(test.path),
+              stream_chunks(test, eval_mask, rows_per_chunk(n_classes, options), groups, shared_index, shared))
+    result = measure_chunks(chunks, n_classes, states, options=options,
+                      name=name or model_name_of(test.path),
                       path=test.path, split=rule, n_val=n_val,
                       warnings=warnings, extra=extra, groups=None, progress=progress, total=n_eval,
                       columns={column: values if eval_mask is None else values[eval_mask]
@@ -222,7 +222,7 @@ def evaluate_source(test: DumpSource, val: DumpSource | None = None, *, options:
         result.warnings += [w for w in leak_warnings(test.path, val.path, shared[0]) if w not in result.warnings]
     if groups:
         result.groups = np.concatenate(groups)
-        result.extra["groups"] = _group_metrics(result, options)
+        result.extra["groups"] = group_metrics(result, options)
     result.clusters = eval_images
     result.cluster_names = None if images is None else images[1]
     return result

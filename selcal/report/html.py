@@ -41,7 +41,7 @@ MIN_FIGURE_SCALE = 0.5
 # Options that change no number (CONVENTIONS.md, Options): left out of the settings table.
 _NOT_SETTINGS = ("chunk_rows", "workers")
 
-_CSS = """
+PAGE_CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
        max-width: 1760px; padding: 1.2em 1.6em 3em; }
 h1, h2, h3, p, li, code { overflow-wrap: anywhere; }
@@ -260,7 +260,7 @@ def _tile_note(figure, shown) -> str:
             f"<a href='#{_figure_id(page)}'>{which} across models</a> (the same panels, axes shared).</p>")
 
 
-def _figure_html(figure) -> str:
+def figure_html(figure) -> str:
     mime = _MIME.get(figure.format)
     if mime is None or not figure.data:
         return ""
@@ -403,7 +403,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(title)}</title><style>{PAGE_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         f"<p class='meta'>{len(models)} model{'s' if len(models) != 1 else ''}, evaluated by "
         f"selcal {_e(__version__)}"
@@ -446,7 +446,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     tiled = _tiled(figures)  # per-model figures a figure across models shows: embedded once, there
     if shared:
         parts.append("<h2 id='across-models'>Across models</h2><div class='figures'>")
-        parts += [_figure_html(f) for f in shared]
+        parts += [figure_html(f) for f in shared]
         parts.append("</div>")
         if len(shown) < len(models):
             rest = [m for m in models if m.name not in shown]
@@ -479,7 +479,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         parts.append(_errors_tables(model))
         if not folded:
             own = [f for f in figures if f.model == model.name]
-            drawn_html = [_figure_html(f) for f in own if (model.name, f.kind) not in tiled]
+            drawn_html = [figure_html(f) for f in own if (model.name, f.kind) not in tiled]
             if drawn_html:
                 parts.append("<div class='figures'>" + "".join(drawn_html) + "</div>")
             parts += [_tile_note(f, tiled[model.name, f.kind]) for f in own if (model.name, f.kind) in tiled]

@@ -116,7 +116,7 @@ def _scale_to_unit(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _centred_scaled(logits: np.ndarray, center: bool) -> np.ndarray:
+def centred_scaled(logits: np.ndarray, center: bool) -> np.ndarray:
     """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below).
 
     One N x K array is allocated (the result); every step after it runs in place.
@@ -141,7 +141,7 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool):
     equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
     x = 0 and scores 0.
     """
-    centred = _centred_scaled(logits, center)
+    centred = centred_scaled(logits, center)
     top = centred.max(axis=1)
     magnitudes = np.abs(centred)
     positive = np.maximum(centred, 0.0, out=centred)
@@ -251,14 +251,14 @@ def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.nda
     p = int(p)
     if p < 1:
         raise ValueError("p must be a positive integer")
-    x = _centred_scaled(np.asarray(logits, dtype=np.float64), center)
+    x = centred_scaled(np.asarray(logits, dtype=np.float64), center)
     ((_, normalised),) = normalised_grid(x, [p], center, out=x)
     return normalised
 
 
 def normalised_grid(x: np.ndarray, ps, center: bool, out: np.ndarray | None = None):
     """Yield ``(p, x / ||x||_p)`` for every p of ``ps`` in increasing order, x from
-    :func:`_centred_scaled` (what :func:`normalised_logits` returns for each p, bit for bit).
+    :func:`centred_scaled` (what :func:`normalised_logits` returns for each p, bit for bit).
 
     The powers |x|^p of p <= 64 are built by repeated products shared between the values
     of p (p - 1 products for each p alone: the same numbers). Each array yielded is ``out``

@@ -42,7 +42,7 @@ def _load_one(point) -> str | None:
     """Load one entry point; on any failure restore the registry as it was and say why."""
     where = f"entry point {point.name!r} ({point.value}) of {ENTRY_POINT_GROUP}"
     kept = dict(registry.REGISTRY)
-    registry._registering.append(where)
+    registry.registering.append(where)
     try:
         target = point.load()
         if isinstance(target, registry.Score):
@@ -60,5 +60,5 @@ def _load_one(point) -> str | None:
             return f"{text}; none of its scores is kept"
         return f"the {where} failed to load and is skipped: {type(exc).__name__}: {text[:300]}"
     finally:
-        registry._registering.pop()
+        registry.registering.pop()
     return None

@@ -235,7 +235,7 @@ REGISTRY: dict[str, Score] = {}
 # Where each entry was registered, for messages: BUILT_IN, "register_score in MODULE" or the entry point.
 ORIGIN: dict[str, str] = {}
 BUILT_IN = "built into selcal"
-_registering: list[str] = []  # the entry point being loaded (selcal.scores.plugins), which every add names
+registering: list[str] = []  # the entry point being loaded (selcal.scores.plugins), which every add names
 
 
 def add(entry: Score, *, origin: str | None = None) -> Score:
@@ -245,7 +245,7 @@ def add(entry: Score, *, origin: str | None = None) -> Score:
         raise TypeError("add() takes a selcal.scores.Score")
     function = entry.score or entry.probabilities or entry.softmax
     module = getattr(function, "__module__", None) or "?"
-    origin = (_registering[-1] if _registering else origin) or (
+    origin = (registering[-1] if registering else origin) or (
         BUILT_IN if module.startswith("selcal.") else f"add in {module}")
     if not entry.name or entry.name == "all" or "," in entry.name or "." in entry.name:
         raise ValueError(f"a score needs a name without ',' or '.', other than 'all'; got {entry.name!r} ({origin})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..escape import html_name, html_text
-from ..report.html import _CSS, _figure_html, settings_rows
+from ..report.html import PAGE_CSS, figure_html, settings_rows
 from ..metrics import catalog
 from .render import VERDICT_MARKS, legend, table
 from .result import StudyResult
@@ -93,7 +93,7 @@ def study_page(result: StudyResult, figures: Sequence = (), *, title: str = "sel
     """The HTML text of the page; ``figures``: :class:`selcal.figures.base.RenderedFigure` (PNG or SVG)."""
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-             f"<title>{html_text(title)}</title><style>{_CSS}{_STUDY_CSS}</style></head><body>",
+             f"<title>{html_text(title)}</title><style>{PAGE_CSS}{_STUDY_CSS}</style></head><body>",
              f"<h1>{html_text(title)}</h1>",
              f"<p class='meta'>{len(result.runs)} runs, {len(result.recipes)} recipes"
              + (f", {len(result.datasets)} data sets" if result.datasets != [None] else "") + "</p>",
@@ -107,7 +107,7 @@ def study_page(result: StudyResult, figures: Sequence = (), *, title: str = "sel
         shown = [f for f in figures if f.model == dataset]
         if shown:
             parts.append(f"<h2>{html_name(dataset) if dataset is not None else 'Figures'}</h2><div class='figures'>"
-                         + "".join(_figure_html(f) for f in shown) + "</div>")
+                         + "".join(figure_html(f) for f in shown) + "</div>")
     parts.append(_runs(result))
     rows = settings_rows(result)
     parts.append("<h2>Settings</h2><table class='settings'><tbody>" + "".join(

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._version import __version__
 from ..metrics.catalog import split_name
-from ..results import _options_dict, to_jsonable
+from ..results import options_dict, to_jsonable
 from .runs import Run
 
 __all__ = ["StudyResult", "COLUMNS", "BASELINE_COLUMNS", "STUDY_SCHEMA"]
@@ -81,7 +81,7 @@ class StudyResult:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": STUDY_SCHEMA, "kind": "study", "selcal": __version__}
         if self.options is not None:
-            out["options"] = _options_dict(self.options)
+            out["options"] = options_dict(self.options)
         out["study"] = {"metrics": list(self.metrics), "baseline": self.baseline, "datasets": list(self.datasets),
                         "recipes": list(self.recipes), "fields": list(self.fields),
                         "bootstrap": dict(self.bootstrap) or None}

@@ -7,7 +7,7 @@ import base64
 import html
 
 from .._version import __version__
-from .run import ThresholdResult, _confidence, _count, _pct, _target, format_threshold
+from .run import ThresholdResult, confidence_text, count_text, pct_text, target_text, format_threshold
 from ..escape import printable, terminal
 from .groups import ABSTAIN, TOO_FEW_ROWS, UNCOVERED
 from ..options import PLOT_FORMATS
@@ -29,13 +29,13 @@ _RULES = {
 def provenance(result: ThresholdResult) -> str:
     """One line: where the calibration rows come from and how many there are of each kind."""
     first = result.entries[0]
-    calibration = _count(first.certificate.n)
+    calibration = count_text(first.certificate.n)
     rows = f"calibration {calibration} rows from {_RULES.get(result.split, result.split)}"
     if result.n_fit:
-        rows += f" (the other {_count(result.n_fit)} fitted {result.score}" + (
+        rows += f" (the other {count_text(result.n_fit)} fitted {result.score}" + (
             f"; {result.fit_note}" if result.fit_note else "") + ")"
-    return (f"{result.name}: score {result.score} ({result.computed}), method {result.method}, {_confidence(result.delta)} "
-            f"confidence; {rows}; evaluation {_count(first.evaluation.n)} rows")
+    return (f"{result.name}: score {result.score} ({result.computed}), method {result.method}, {confidence_text(result.delta)} "
+            f"confidence; {rows}; evaluation {count_text(first.evaluation.n)} rows")
 
 
 def table_rows(result: ThresholdResult) -> list[tuple[str, ...]]:
@@ -44,15 +44,15 @@ def table_rows(result: ThresholdResult) -> list[tuple[str, ...]]:
     for entry in result.entries:
         cert, ev = entry.certificate, entry.evaluation
         if cert.abstain_all:
-            rows.append((_target(cert.risk_target), "abstain on everything", "0.0%", "-", "-", "0.0%", "-"))
+            rows.append((target_text(cert.risk_target), "abstain on everything", "0.0%", "-", "-", "0.0%", "-"))
             continue
-        rows.append((_target(cert.risk_target), format_threshold(entry), _pct(cert.coverage, 1), _pct(cert.risk, 2),
-                     _pct(cert.bound, 2), _pct(ev.coverage, 1), "-" if ev.risk is None else _pct(ev.risk, 2)))
+        rows.append((target_text(cert.risk_target), format_threshold(entry), pct_text(cert.coverage, 1), pct_text(cert.risk, 2),
+                     pct_text(cert.bound, 2), pct_text(ev.coverage, 1), "-" if ev.risk is None else pct_text(ev.risk, 2)))
     return rows
 
 
 def _or_dash(value, digits: int) -> str:
-    return "-" if value is None else _pct(value, digits)
+    return "-" if value is None else pct_text(value, digits)
 
 
 def group_rows(entry) -> list[tuple[str, ...]]:
@@ -65,16 +65,16 @@ def group_rows(entry) -> list[tuple[str, ...]]:
         if group.status == UNCOVERED:
             answer = "uncovered: no calibration row"
         elif group.status == TOO_FEW_ROWS:
-            answer = f"abstain: fewer rows than the {_count(group.minimum_rows)} any guarantee needs"
+            answer = f"abstain: fewer rows than the {count_text(group.minimum_rows)} any guarantee needs"
         elif group.status == ABSTAIN:
             answer = "abstain on everything"
         else:
             answer = format_threshold(item)
         certified = cert is not None and not cert.abstain_all
-        rows.append((group.name, _count(group.n_calibration), answer,
-                     _pct(cert.coverage, 1) if cert is not None else "-",
+        rows.append((group.name, count_text(group.n_calibration), answer,
+                     pct_text(cert.coverage, 1) if cert is not None else "-",
                      _or_dash(cert.risk, 2) if certified else "-", _or_dash(cert.bound, 2) if certified else "-",
-                     _count(ev.n), _or_dash(ev.coverage, 1), _or_dash(ev.risk, 2)))
+                     count_text(ev.n), _or_dash(ev.coverage, 1), _or_dash(ev.risk, 2)))
     return rows
 
 
@@ -117,7 +117,7 @@ def _render_groups(result: ThresholdResult, console) -> None:
         if entry.groups is None:
             continue
         several = len(result.entries) > 1
-        console.print(printable(("at " + _target(entry.certificate.risk_target) + ": " if several else "")
+        console.print(printable(("at " + target_text(entry.certificate.risk_target) + ": " if several else "")
                                 + result.group_sentence(entry)), markup=False, soft_wrap=True, highlight=False)
         console.print(_group_table(entry))
 
@@ -162,7 +162,7 @@ def render_html(result: ThresholdResult, figure: bytes | None = None, fmt: str =
     for entry in result.entries:
         if entry.groups is None:
             continue
-        parts.append(f"<h2>Per group at {_e(_target(entry.certificate.risk_target))}</h2>"
+        parts.append(f"<h2>Per group at {_e(target_text(entry.certificate.risk_target))}</h2>"
                      f"<p>{_e(result.group_sentence(entry))}</p><table><thead><tr>"
                      + "".join(f"<th>{_e(c)}</th>" for c in GROUP_COLUMNS) + "</tr></thead><tbody>")
         for row in group_rows(entry):

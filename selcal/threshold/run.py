@@ -32,7 +32,7 @@ from ..pipeline.identity import identity_hashes
 from ..options import Options, split_items
 from ..pipeline.measure import INPUT_WORDS
 from ..pipeline.reduce import array_chunks, rows_per_chunk
-from ..pipeline.split import (SharedRows, _lowest_hashes, _model_name, count_shared_rows, image_holdout_mask,
+from ..pipeline.split import (SharedRows, lowest_hashes, model_name_of, count_shared_rows, image_holdout_mask,
                              leak_warnings, split_rows)
 from ..metrics.selective import RiskCoverage, risk_coverage
 from .groups import GroupCertificate, certify_groups, combined, group_delta
@@ -268,16 +268,16 @@ class ThresholdResult:
     def sentence(self, entry: ThresholdEntry) -> str:
         """The plain-words answer for one target (CONVENTIONS.md)."""
         cert, ev = entry.certificate, entry.evaluation
-        confidence = f"{_confidence(cert.delta)} confidence"
+        confidence = f"{confidence_text(cert.delta)} confidence"
         if cert.abstain_all:
             return (f"abstain on everything: no threshold of {self.score} ({self.computed}) keeps the selective risk "
-                    f"at most {_target(cert.risk_target)} with {confidence} ({cert.method}, calibration: "
-                    f"{_count(cert.n)} rows); more calibration rows, a larger --risk or a larger --delta could allow one")
-        evaluation = (f"on the {_count(ev.n)} evaluation rows: coverage {_pct(ev.coverage, 1)}, "
-                      + (f"risk {_pct(ev.risk, 1)}" if ev.risk is not None else "nothing accepted"))
-        return (f"accept {self.score} >= {format_threshold(entry)} ({self.computed}): {_pct(cert.coverage, 1)} of "
-                f"new inputs, selective risk at most {_target(cert.risk_target)} with {confidence} "
-                f"(calibration: {_count(cert.n)} rows, bound {_pct(cert.bound, 2)}); {evaluation}")
+                    f"at most {target_text(cert.risk_target)} with {confidence} ({cert.method}, calibration: "
+                    f"{count_text(cert.n)} rows); more calibration rows, a larger --risk or a larger --delta could allow one")
+        evaluation = (f"on the {count_text(ev.n)} evaluation rows: coverage {pct_text(ev.coverage, 1)}, "
+                      + (f"risk {pct_text(ev.risk, 1)}" if ev.risk is not None else "nothing accepted"))
+        return (f"accept {self.score} >= {format_threshold(entry)} ({self.computed}): {pct_text(cert.coverage, 1)} of "
+                f"new inputs, selective risk at most {target_text(cert.risk_target)} with {confidence} "
+                f"(calibration: {count_text(cert.n)} rows, bound {pct_text(cert.bound, 2)}); {evaluation}")
 
     def group_sentence(self, entry: ThresholdEntry) -> str:
         """The grouping in words: what the groups are, the level each ran at and what holds together."""
@@ -286,24 +286,24 @@ class ThresholdResult:
         by = "their predicted class" if self.group_by == PER_CLASS else f"column {self.group_by!r}"
         if self.per_group:
             holds = (f"each group at delta {entry.certificate.delta:.3g}: each group's guarantee holds with "
-                     f"{_confidence(entry.certificate.delta)} confidence on its own, not all together")
+                     f"{confidence_text(entry.certificate.delta)} confidence on its own, not all together")
         else:
             level = group_delta(entry.certificate.delta, covered) if covered else entry.certificate.delta
             holds = (f"each at delta / {covered} = {level:.3g} (Bonferroni): all groups' guarantees hold together "
-                     f"with {_confidence(entry.certificate.delta)} confidence")
+                     f"with {confidence_text(entry.certificate.delta)} confidence")
         both = entry.combined
-        risk = "nothing accepted" if both.risk is None else f"risk {_pct(both.risk, 1)}"
+        risk = "nothing accepted" if both.risk is None else f"risk {pct_text(both.risk, 1)}"
         return (f"{len(groups)} groups by {by}, {covered} with calibration rows, {holds}; each row against its "
-                f"group's threshold on the {_count(both.n)} evaluation rows: coverage {_pct(both.coverage, 1)}, {risk}")
+                f"group's threshold on the {count_text(both.n)} evaluation rows: coverage {pct_text(both.coverage, 1)}, {risk}")
 
 
-def _confidence(delta: float) -> str:
+def confidence_text(delta: float) -> str:
     """1 - δ as percent: ``0.1`` -> ``90%``, ``0.05`` -> ``95%``, ``0.001`` -> ``99.9%``, with the digits
     it takes not to read 100%; a δ too small for that as ``(1 - 1e-300)``.
 
     Examples
     --------
-    >>> _confidence(0.1), _confidence(0.001), _confidence(1e-5), _confidence(1e-300)
+    >>> confidence_text(0.1), confidence_text(0.001), confidence_text(1e-5), confidence_text(1e-300)
     ('90%', '99.9%', '99.999%', '(1 - 1e-300)')
     """
     for digits in range(4, 13):  # as many digits as it takes not to read 100%
@@ -323,13 +323,13 @@ def _finite(value):
     return value
 
 
-def _pct(value: float, digits: int) -> str:
+def pct_text(value: float, digits: int) -> str:
     """A fraction as percent: ``0.0493`` -> ``4.93%`` (``digits`` decimals, more when a fraction strictly
     between 0 and 1 would read 0% or 100%: 4 999 of 5 000 rows is ``99.98%``, not ``100.0%``).
 
     Examples
     --------
-    >>> _pct(0.0493, 2), _pct(0.9998, 1), _pct(1.0, 1), _pct(2e-5, 1)
+    >>> pct_text(0.0493, 2), pct_text(0.9998, 1), pct_text(1.0, 1), pct_text(2e-5, 1)
     ('4.93%', '99.98%', '100.0%', '0.002%')
     """
     for extra in range(15):
@@ -339,13 +339,13 @@ def _pct(value: float, digits: int) -> str:
     return f"{100 * value:.3g}%"
 
 
-def _target(value: float) -> str:
+def target_text(value: float) -> str:
     """A target as the user gave it: ``0.05`` -> ``5.0%``, ``0.0001`` -> ``0.01%``; never a promise it
     is not (a target just below 1 never reads ``100%``, a tiny one never ``0%``).
 
     Examples
     --------
-    >>> _target(0.05), _target(0.0001), _target(0.125), _target(0.9999999999999999), _target(5e-324)
+    >>> target_text(0.05), target_text(0.0001), target_text(0.125), target_text(0.9999999999999999), target_text(5e-324)
     ('5.0%', '0.01%', '12.5%', '99.99999999999999%', '4.94e-322%')
     """
     short = f"{100 * value:.1f}"
@@ -358,13 +358,13 @@ def _target(value: float) -> str:
     return f"{100 * value!r}%"  # pragma: no cover  (17 digits always suffice)
 
 
-def _count(n: int) -> str:
+def count_text(n: int) -> str:
     """A row count with a space between thousands, as in ``5 000`` (an astronomical one, such as the
     rows a risk of 1e-300 needs, in three digits: ``2.3e+300``, beyond float64's range too).
 
     Examples
     --------
-    >>> _count(5000), _count(2 * 10 ** 300), _count(10 ** 400 + 5 * 10 ** 398)
+    >>> count_text(5000), count_text(2 * 10 ** 300), count_text(10 ** 400 + 5 * 10 ** 398)
     ('5 000', '2e+300', '1.05e+400')
     """
     if n >= 10 ** 15:
@@ -437,7 +437,7 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     float32 (:func:`selcal.threshold.precision.softmax_confidence_float32`), ranked as such (its
     ties included), and a row is right where the argmax of its float32 logits is its label.
     """
-    from ..pipeline.measure import _measure, fit_scores
+    from ..pipeline.measure import measure_chunks, fit_scores
     from ..pipeline.split import prime_allocator
 
     prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
@@ -448,7 +448,7 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
                         warnings=warnings)
     watcher = ChunkWatcher(softmax=entry.softmax if dtype == "float32" else None, state=lambda: states.get(name),
                            dtype=dtype, where=where)
-    result = _measure(watcher.watch(chunks), n_classes, states, options=run, name=where, path=where, split="none",
+    result = measure_chunks(watcher.watch(chunks), n_classes, states, options=run, name=where, path=where, split="none",
                       n_val=0 if fit is None else int(fit[1].size), warnings=warnings,
                       extra=None if input_kind == "logits" else {"input": input_kind},  # (no warning on it)
                       groups=None, progress=None, total=total)
@@ -511,12 +511,12 @@ def _fit_half(entry, score: str, n_val: int, ids, images, image_names, options, 
         return None
     if n_val < 2:  # no halves to make (the hold-out's message would say --val)
         raise SelcalError(
-            f"{val_path}: {_count(n_val)} validation row cannot be halved: "
+            f"{val_path}: {count_text(n_val)} validation row cannot be halved: "
             f"{score} is fitted on a half of the validation rows and the threshold certified on the other; "
             "give more validation rows (--val FILE, a split column or a larger --val-fraction)")
     if images is not None:
         return image_holdout_mask(images, image_names, 0.5, options.seed + 1, where=where)
-    return _lowest_hashes(identity_hashes(n_val, ids, options.seed, purpose=FIT_HALF_PURPOSE), 0.5, where=where)
+    return lowest_hashes(identity_hashes(n_val, ids, options.seed, purpose=FIT_HALF_PURPOSE), 0.5, where=where)
 
 
 def _check_split_column(path: str, split: np.ndarray | None, has_val_file: bool) -> None:
@@ -530,7 +530,7 @@ def _check_split_column(path: str, split: np.ndarray | None, has_val_file: bool)
     if is_val.any() and not is_val.all():
         return
     values, counts = np.unique(split, return_counts=True)
-    holds = ", ".join(f"{_count(int(c))} {str(v)!r}" for v, c in zip(values.tolist(), counts.tolist()))
+    holds = ", ".join(f"{count_text(int(c))} {str(v)!r}" for v, c in zip(values.tolist(), counts.tolist()))
     if is_val.all():
         raise SelcalError(f"{path}: column 'split' holds only 'val' rows ({holds}): no evaluation rows to measure "
                           f"the threshold on; give the rows to measure it on as TEST and this file as --val FILE")
@@ -576,7 +576,7 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         warnings += leak_warnings(test.path, val.path, shared)
     if cal_rows.images is not None:
         warnings.append(_PIXELS_WARNING)
-    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, request=request,
+    return _certified(test.path, name or model_name_of(test.path), score, cal, ev, scored.probability, request=request,
                       split=rule, n_fit=0 if fit_rows is None else len(fit_rows),
                       state=scored.state, note=scored.note, warnings=warnings)
 
@@ -620,8 +620,8 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     that file is read whole, as evaluate reads it.
     """
     from ..io.base import nothing_left_message
-    from ..pipeline.split import _check_same_classes, _rows_of, _rule_name, holdout_mask, split_plan
-    from ..pipeline.stream import _gather, _stream_chunks
+    from ..pipeline.split import check_same_classes, rows_of, rule_name, holdout_mask, split_plan
+    from ..pipeline.stream import gather_rows, stream_chunks
 
     options = options or Options()
     score = _check_score(score)
@@ -642,7 +642,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     _check_available(entry, score, options, (test.path, kind), *([(val.path, val.input)] if val is not None else []))
     images, ids = test.image_column(), test.id_column()
     if val is not None:
-        _check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
+        check_same_classes(test.path, test.num_classes, val.path, val.num_classes)
 
     def holdout() -> np.ndarray:
         if images is not None:
@@ -651,12 +651,12 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
 
     _check_split_column(test.path, test.split_column(), val is not None)
     rule, val_mask, eval_mask = split_plan(test.split_column(), val is not None, True, holdout)
-    rule = _rule_name(rule, images is not None, test.metadata)
+    rule = rule_name(rule, images is not None, test.metadata)
     n_classes = max(test.num_classes, 2)
     rows = rows_per_chunk(n_classes, options)
     shared = [0]
     if val is not None:  # the --val file's rows calibrate (in memory), the TEST file's evaluate (streamed)
-        val_rows = _rows_of(val, "val")
+        val_rows = rows_of(val, "val")
         if len(val_rows) == 0:
             raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
         fit_mask = _fit_half(entry, score, len(val_rows), val_rows.ids, val_rows.images, val_rows.image_names,
@@ -667,7 +667,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit_rows is not None)
         n_eval = test.num_kept_rows if eval_mask is None else int(eval_mask.sum())
         chunks = chain(array_chunks(cal_rows.logits, cal_rows.labels, rows),
-                       _stream_chunks(test, eval_mask, rows, streamed_groups,
+                       stream_chunks(test, eval_mask, rows, streamed_groups,
                                       SharedRows(val_rows.logits, val_rows.labels), shared))
         fit = None if fit_rows is None else (fit_rows.logits, fit_rows.labels)
         total = n_cal + n_eval
@@ -682,12 +682,12 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         fit = None
         if fit_mask is not None:
             cal_mask[positions[fit_mask]] = False
-            fitted = _gather(test, val_mask & ~cal_mask)  # the only rows held in memory
+            fitted = gather_rows(test, val_mask & ~cal_mask)  # the only rows held in memory
             fit = (fitted.logits, fitted.labels)
         n_cal = int(cal_mask.sum())
         _check_enough_rows(test.path, n_cal, risks, delta, method, halved=fit is not None)
         scored_mask = cal_mask | eval_mask  # in file order; the fit half is not scored
-        chunks = _stream_chunks(test, scored_mask, rows, streamed_groups)
+        chunks = stream_chunks(test, scored_mask, rows, streamed_groups)
         total = int(scored_mask.sum())
         is_cal = cal_mask[scored_mask]
         is_eval = ~is_cal
@@ -710,7 +710,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         warnings += leak_warnings(test.path, val.path, shared[0])
     if pixels:
         warnings.append(_PIXELS_WARNING)
-    return _certified(test.path, name or _model_name(test.path), score, cal, ev, scored.probability, request=request,
+    return _certified(test.path, name or model_name_of(test.path), score, cal, ev, scored.probability, request=request,
                       split=rule, n_fit=0 if fit is None else int(fit[1].size),
                       state=scored.state, note=scored.note, warnings=warnings)
 
@@ -722,9 +722,9 @@ def _check_enough_rows(path: str, n_cal: int, risks, delta: float, method: str, 
         if n_cal < needed:
             halves = " (half of the validation rows: the other half fits the score)" if halved else ""
             raise SelcalError(
-                f"{path}: {_count(n_cal)} calibration rows{halves} cannot certify a selective risk of "
-                f"at most {_target(target)} with {_confidence(delta)} confidence: {method} needs at least "
-                f"{_count(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
+                f"{path}: {count_text(n_cal)} calibration rows{halves} cannot certify a selective risk of "
+                f"at most {target_text(target)} with {confidence_text(delta)} confidence: {method} needs at least "
+                f"{count_text(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
                 "larger --val-fraction), a larger --risk or a larger --delta")
 
 
@@ -754,10 +754,10 @@ def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows
     if broken:
         warnings.append(
             "on the evaluation rows the risk exceeds the target at "
-            + ", ".join(f"{_target(e.certificate.risk_target)} ({_pct(e.evaluation.risk, 2)})" for e in broken)
-            + f"; the guarantee (each with probability >= {_confidence(delta)}) is for new rows drawn like the "
-            f"calibration rows: their accuracy is {_pct(1 - curve.n_errors / curve.n, 2)}, the evaluation rows' "
-            f"{_pct(1 - float(np.count_nonzero(~ev.correct)) / ev.correct.size, 2)}")
+            + ", ".join(f"{target_text(e.certificate.risk_target)} ({pct_text(e.evaluation.risk, 2)})" for e in broken)
+            + f"; the guarantee (each with probability >= {confidence_text(delta)}) is for new rows drawn like the "
+            f"calibration rows: their accuracy is {pct_text(1 - curve.n_errors / curve.n, 2)}, the evaluation rows' "
+            f"{pct_text(1 - float(np.count_nonzero(~ev.correct)) / ev.correct.size, 2)}")
     if cal.group is not None:
         warnings.extend(_group_warnings(entries))
     return ThresholdResult(
@@ -795,16 +795,16 @@ def _group_warnings(entries: list[ThresholdEntry]) -> list[str]:
         small = [g for g in entry.groups if g.group.status == TOO_FEW_ROWS]
         if small:
             g = small[0].group
-            out.append(f"at {_target(entry.certificate.risk_target)}, {len(small)} group{'s' if len(small) > 1 else ''} "
+            out.append(f"at {target_text(entry.certificate.risk_target)}, {len(small)} group{'s' if len(small) > 1 else ''} "
                        f"({_names(small)}) {'have' if len(small) > 1 else 'has'} fewer calibration rows than the "
-                       f"{_count(g.minimum_rows)} any guarantee at delta {g.delta:.3g} needs: "
+                       f"{count_text(g.minimum_rows)} any guarantee at delta {g.delta:.3g} needs: "
                        f"{'they abstain' if len(small) > 1 else 'it abstains'} on everything")
         broken = [g for g in entry.groups if g.group.evaluation.risk is not None
                   and g.group.evaluation.risk > entry.certificate.risk_target]
         if broken:
-            out.append(f"on the evaluation rows the risk exceeds {_target(entry.certificate.risk_target)} in "
-                       + ", ".join(f"{g.group.name!r} ({_pct(g.group.evaluation.risk, 2)} of "
-                                   f"{_count(g.group.evaluation.accepted)} accepted rows)" for g in broken[:8])
+            out.append(f"on the evaluation rows the risk exceeds {target_text(entry.certificate.risk_target)} in "
+                       + ", ".join(f"{g.group.name!r} ({pct_text(g.group.evaluation.risk, 2)} of "
+                                   f"{count_text(g.group.evaluation.accepted)} accepted rows)" for g in broken[:8])
                        + ("" if len(broken) <= 8 else f" and {len(broken) - 8} more groups"))
     return out
 
@@ -850,7 +850,7 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
 
     if val is not None:
         split = val.split_column()
-        cal = rows(val, (split == "val") if split is not None and (split == "val").any() else None)  # as _rows_of
+        cal = rows(val, (split == "val") if split is not None and (split == "val").any() else None)  # as rows_of
     else:
         cal = rows(test, val_mask)
     ev = rows(test, eval_mask)
@@ -862,7 +862,7 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
         cal, ev = (replace(part, confidence=part.values) for part in (cal, ev))
     warnings = [] if val is None else leak_warnings(test.path, val.path, 0)  # (rows without logits: no content check)
     cal, ev = _grouped(request, cal, ev, None, None)
-    return _certified(test.path, name or _model_name(test.path), column, cal, ev, probability, request=request,
+    return _certified(test.path, name or model_name_of(test.path), column, cal, ev, probability, request=request,
                       split=rule, warnings=warnings)
 
 

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import ref_calibration as ref
 
-from selcal.api import Options, _probability_terms, evaluate_arrays  # noqa: E402
+from selcal.api import Options, probability_terms, evaluate_arrays  # noqa: E402
 from selcal.metrics import calibration  # noqa: E402
 
 REL = 1e-12
@@ -352,9 +352,9 @@ class TestClasswiseCalibrationError:
             ref.classwise_ece(p, labels, n_bins), rel=REL)
 
     def test_probability_terms_give_the_float64_softmax(self):
-        # The class-wise bins of _probability_terms are those of the float64 softmax.
+        # The class-wise bins of probability_terms are those of the float64 softmax.
         logits, labels = random_logits(5, 200, 6)
-        _, _, _, _, update = _probability_terms(logits, labels, 1.0, 15)
+        _, _, _, _, update = probability_terms(logits, labels, 1.0, 15)
         bins = calibration.empty_classwise_bins(logits.shape[1], 15)
         bins += update
         expected = ref.classwise_ece(ref.softmax64(logits), labels, 15)
@@ -425,7 +425,7 @@ class TestNllAndBrier:
 
     @pytest.mark.slow
     def test_probability_terms_per_row(self):
-        # _probability_terms row by row against the decimal references, including extreme rows.
+        # probability_terms row by row against the decimal references, including extreme rows.
         logits = np.array([
             [0.0, -40.0, -41.0, 3.0],
             [2.0, 2.0, 2.0, 2.0],
@@ -433,7 +433,7 @@ class TestNllAndBrier:
             [-3.0, 4.0, 0.5, 4.0 - 1e-9],
         ])
         labels = np.array([3, 1, 3, 3])
-        _, log_msp, nll, brier, _ = _probability_terms(logits, labels, 1.0, 15)
+        _, log_msp, nll, brier, _ = probability_terms(logits, labels, 1.0, 15)
         for i in range(len(labels)):
             assert log_msp[i] == approx(ref.log_msp_exact(logits[i]), rel=REL)
             assert nll[i] == approx(ref.nll_exact(logits[i:i + 1], labels[i:i + 1]), rel=REL)

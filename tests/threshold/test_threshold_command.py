@@ -17,7 +17,7 @@ from helpers import SAMPLES, make_data, strict_json
 import selcal
 from selcal.scores import REGISTRY
 from selcal.threshold import guarantee
-from selcal.threshold.run import _confidence, _target
+from selcal.threshold.run import confidence_text, target_text
 
 CALIBRATION_KEYS = ["n", "coverage", "risk", "bound"]
 EVALUATION_KEYS = ["n", "coverage", "risk"]
@@ -309,6 +309,6 @@ def test_a_vanishing_risk_target_is_refused_at_once_not_after_counting_rows(tmp_
 
 def test_targets_and_confidences_never_round_to_a_different_promise():
     """A risk of 1e-300 read 'at most 0.0%'; a delta of 1e-5 read '100% confidence'."""
-    assert _target(1e-300) == "1e-298%" and _target(0.05) == "5.0%" and _target(0.0001) == "0.01%"
-    assert _confidence(1e-5) == "99.999%" and _confidence(0.1) == "90%"
-    assert _confidence(1e-300) == "(1 - 1e-300)"
+    assert target_text(1e-300) == "1e-298%" and target_text(0.05) == "5.0%" and target_text(0.0001) == "0.01%"
+    assert confidence_text(1e-5) == "99.999%" and confidence_text(0.1) == "90%"
+    assert confidence_text(1e-300) == "(1 - 1e-300)"

@@ -349,8 +349,8 @@ def test_a_streamed_file_holds_only_the_fit_rows_in_memory(dumps, monkeypatch):
     path = dumps.parquet("m.parquet", logits, labels, row_group_size=300)
     monkeypatch.setattr(base.DumpSource, "read_all", lambda self: pytest.fail("read whole"))
     gathered = []
-    original = stream._gather
-    monkeypatch.setattr(stream, "_gather", lambda source, mask: gathered.append(int(mask.sum()))
+    original = stream.gather_rows
+    monkeypatch.setattr(stream, "gather_rows", lambda source, mask: gathered.append(int(mask.sum()))
                         or original(source, mask))
     selcal.threshold(str(path), score="msp", stream=True)
     assert gathered == []
