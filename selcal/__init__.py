@@ -7,7 +7,7 @@ defined in CONVENTIONS.md. The public API mirrors the ``selcal evaluate`` comman
 >>> result = selcal.evaluate("sample_logits/markus93_densenet40_c10.parquet")  # doctest: +SKIP
 >>> result.models[0].scores["msp"]["aurc"]  # doctest: +SKIP
 
-The modules that moved into their rooms in 0.2 (issue 31) still import under their old names
+The modules that moved into their rooms in 0.2 still import under their old names
 (the keys of :data:`MOVED`) for this release, with a DeprecationWarning naming the new place.
 """
 

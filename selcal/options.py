@@ -363,7 +363,7 @@ class FigureSettings:
     coverage of the errors-by-group figure, in (0, 1]; ``rank_maps``: uncertainty-rank maps of the
     segmentation images with the most confident errors (``rank_maps_of``: of these images instead);
     ``top``: a zoo (more models than ``top``) draws the ``top`` best of the leaderboard and the
-    ``baselines`` (model names or TEST files) in its figures across models (issue 34).
+    ``baselines`` (model names or TEST files) in its figures across models.
     Checked here, before any work; after the checks ``figures`` is a frozenset (or None),
     ``ls_alpha`` and ``rank_maps_of`` tuples (or None).
     """

@@ -1,7 +1,7 @@
 """Progress: on a terminal, a bar for work counted in pieces, a rows-per-second line for one model's
 pass, a bar of images for ``selcal dump``; in a pipe or a CI log, a plain line on stderr at most
 every :data:`PIPE_EVERY` seconds (``selcal: bootstrap resamples 300/1000``), never a bar's control
-characters, so that long work does not look hung (issue 34)."""
+characters, so that long work does not look hung."""
 
 from __future__ import annotations
 

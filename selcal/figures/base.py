@@ -223,6 +223,22 @@ def on_axes(ax, draw, size: tuple[float, float]):
     return figure
 
 
+def on_two_axes(ax, below_ax, draw, size: tuple[float, float], ratios: tuple[float, float]):
+    """:func:`on_axes` for a figure of a main panel and one below it that shares its x axis:
+    ``draw(ax, below_ax)`` on the caller's axes (``ax`` returned), or on the two panels of a new
+    Figure of ``size`` inches whose heights are in ``ratios`` (returned)."""
+    if ax is not None:
+        draw(ax, below_ax)
+        return ax
+    matplotlib, _, _ = mpl()
+    with matplotlib.rc_context(style()):
+        figure = new_figure(*size)
+        grid = figure.add_gridspec(2, 1, height_ratios=list(ratios))
+        top = figure.add_subplot(grid[0])
+        draw(top, figure.add_subplot(grid[1], sharex=top))
+    return figure
+
+
 def pct(value) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{100 * value:.2f}%"
 

@@ -11,8 +11,20 @@ import numpy as np
 
 from ..metrics import calibration
 from ..scores import REGISTRY
-from .base import (NAME_LIMITS, figure_width, legend_columns, mpl, new_figure, on_axes, one_model, pct, plain_log_axis,
-                   score_label, style, user_text, wrap)
+from .base import (
+    NAME_LIMITS,
+    figure_width,
+    legend_columns,
+    new_figure,
+    on_axes,
+    on_two_axes,
+    one_model,
+    pct,
+    plain_log_axis,
+    score_label,
+    user_text,
+    wrap,
+)
 from .data import RELIABILITY_LEVEL, histogram_top, reliability_data, smooth_reliability_data
 
 if TYPE_CHECKING:
@@ -183,16 +195,7 @@ def plot_reliability(model, score: str = "msp", *, bins: int | None = None, ax: 
         if hist is not None:
             _histogram_on(hist, data)
 
-    if ax is not None:
-        draw(ax, hist_ax)
-        return ax
-    matplotlib, _, _ = mpl()
-    with matplotlib.rc_context(style()):
-        figure = new_figure(5.0, 6.4)
-        grid = figure.add_gridspec(2, 1, height_ratios=[3.0, 1.25])
-        top = figure.add_subplot(grid[0])
-        draw(top, figure.add_subplot(grid[1], sharex=top))
-    return figure
+    return on_two_axes(ax, hist_ax, draw, (5.0, 6.4), (3.0, 1.25))
 
 
 def figure_reliability(model, n_bins: int = calibration.DEFAULT_BINS):

@@ -118,7 +118,7 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
     None: all). ``notes`` receives one line per figure that is not drawn or leaves a model
     out, with the reason. Nothing is skipped silently.
 
-    A zoo (issue 34): ``overview``, the indices of the models the figures across models draw (the
+    A zoo: ``overview``, the indices of the models the figures across models draw (the
     best k and any baseline; None: every model), ``overview_note`` added to their captions (which
     models, where the rest are listed); ``per_model``, the models that get their own figures
     (None: every model; the HTML report draws only those it shows). The sweep figures keep every model.

@@ -10,8 +10,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..pipeline.measure import logit_kind
-from .base import (CORRECT_COLOUR, ERROR_COLOUR, NAME_LIMITS, figure_width, legend_columns, mpl, new_figure, one_model,
-                   style, user_text, wrap)
+from .base import (
+    CORRECT_COLOUR,
+    ERROR_COLOUR,
+    NAME_LIMITS,
+    figure_width,
+    legend_columns,
+    new_figure,
+    on_two_axes,
+    one_model,
+    user_text,
+    wrap,
+)
 from .data import SlidingWindowStats, ls_ceiling_share, sliding_window_stats, vmax_msp_limits
 
 if TYPE_CHECKING:
@@ -120,16 +130,7 @@ def plot_vmax_msp(model, *, ax: Axes | None = None, diff_ax: Axes | None = None,
         entries, _ = _draw_vmax_msp(target, below, model, ls_alpha)
         target.legend([h for h, _ in entries], [label for _, label in entries], fontsize="small")
 
-    if ax is not None:
-        draw(ax, diff_ax)
-        return ax
-    matplotlib, _, _ = mpl()
-    with matplotlib.rc_context(style()):
-        figure = new_figure(6.0, 6.0)
-        grid = figure.add_gridspec(2, 1, height_ratios=[3.0, 1.0])
-        top = figure.add_subplot(grid[0])
-        draw(top, figure.add_subplot(grid[1], sharex=top))
-    return figure
+    return on_two_axes(ax, diff_ax, draw, (6.0, 6.0), (3.0, 1.0))
 
 
 def figure_vmax_msp(model, ls_alpha: float | None = None):

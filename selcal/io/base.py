@@ -94,8 +94,8 @@ def release_read_buffers() -> None:
     """Give back the pages Arrow's allocator keeps after a whole file was read into numpy.
 
     mimalloc (pyarrow's default pool) keeps freed pages for reuse; after ``read_all`` the
-    decoded batches are all freed but about 50 MB of a 40 MB validation file stayed resident
-    through the fits that follow (bench/bench_evaluate.py: peak RSS 415 -> 361 MB, same time).
+    decoded batches are all freed but the pages of a validation file stayed resident through the
+    fits that follow (measured in bench/README.md).
     """
     pa.default_memory_pool().release_unused()
 

@@ -63,6 +63,17 @@ def to_numpy(value, name: str) -> np.ndarray:
                           "a torch tensor or a pandas/polars object") from None
 
 
+def _numbers(array: np.ndarray, name: str, what: str) -> np.ndarray:
+    """``array`` as float64 when it holds Python objects (a list of mixed rows); refused in one line when
+    they are not numbers (``what``: what the values must be)."""
+    if array.dtype != object:
+        return array
+    try:
+        return array.astype(np.float64)
+    except (TypeError, ValueError):
+        raise SelcalError(f"{name}: holds values that are not numbers; {what}") from None
+
+
 def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
     """(logits N x K, binary): validated logits; a 1-D array or K = 1 is one binary logit v,
     returned as the two columns (0, v) with ``binary`` True (CONVENTIONS.md, "Input")."""
@@ -71,11 +82,7 @@ def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
         logits = logits[:, None]
     if logits.ndim != 2:
         raise SelcalError(f"{name}: has shape {logits.shape}; pass N x K logits (or N binary logits)")
-    if logits.dtype == object:
-        try:
-            logits = logits.astype(np.float64)
-        except (TypeError, ValueError):
-            raise SelcalError(f"{name}: holds values that are not numbers; logits must be numbers") from None
+    logits = _numbers(logits, name, "logits must be numbers")
     if logits.dtype.kind in "biu":
         logits = logits.astype(np.float64)
     if logits.dtype not in (np.float16, np.float32, np.float64):
@@ -103,11 +110,7 @@ def as_labels(value, name: str, n_rows: int, n_classes: int, rows_name: str,
         raise SelcalError(f"{name}: has shape {labels.shape}; pass one label per row")
     if labels.size != n_rows:
         raise SelcalError(f"{name}: has {labels.size} labels but {rows_name} has {n_rows} rows; pass one label per row")
-    if labels.dtype == object:
-        try:
-            labels = labels.astype(np.float64)
-        except (TypeError, ValueError):
-            raise SelcalError(f"{name}: holds values that are not numbers; labels must be integers 0 .. K-1") from None
+    labels = _numbers(labels, name, "labels must be integers 0 .. K-1")
     if labels.dtype.kind == "b":
         labels = labels.astype(np.int64)
     elif labels.dtype.kind == "f":

@@ -31,10 +31,8 @@ def prime_allocator() -> None:
     glibc serves a block above its mmap threshold (128 KiB at first) by a fresh mmap, whose pages
     fault again on first use, and raises the threshold to the size of the largest such block freed
     (up to 32 MiB). Before any pass frees one (the readers fill one buffer), every chunk temporary
-    of the fits and the reduction was a fresh mmap: 1.35 million page faults and about 2.5 s of
-    system time on bench/bench_evaluate.py's case (50 000 x 1000), most of its slowdown since the
-    redesign; after this, about 0.1 million. The numbers do not change; elsewhere it is one
-    untouched allocation.
+    of the fits and the reduction was a fresh mmap that faults again on first use (measured in
+    bench/README.md). The numbers do not change; elsewhere it is one untouched allocation.
     """
     if not _PRIMED:
         _PRIMED.append(True)

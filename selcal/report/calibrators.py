@@ -1,4 +1,4 @@
-"""The calibrators side by side (issue 26): per model, msp, temp and every post-hoc calibrator on
+"""The calibrators side by side: per model, msp, temp and every post-hoc calibrator on
 accuracy, ECE, smooth ECE and AURC, each with its bootstrap interval, so a reader sees which
 calibrator helps which axis (CONVENTIONS.md, "Post-hoc calibrators").
 

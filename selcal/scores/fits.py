@@ -444,40 +444,12 @@ def _aurc_tail(n: int) -> np.ndarray:
 
 GRID_VALUES = 1 << 22  # scores of the pNormSoftmax grid held at once (32 MB): the rows times a block of p times T
 # Logits per chunk of the grid: each of its float64 arrays is 2 MiB, so that the 25 passes over a chunk
-# for each p run mostly in cache (the same numbers, row by row; 10 000 x 1000 on 2 cores: 1.80 s -> 1.73 s).
+# for each p run mostly in cache (the same numbers, row by row; measured in bench/README.md).
 GRID_CHUNK_ELEMENTS = 1 << 18
 
 # numpy's vectorised exp is fast from this argument up; below about -708 (the log of the smallest
 # normal float64 is -708.396) it takes a slow path, 10 to 100 times slower per value.
 _EXP_FAST_FROM = -700.0
-# ... and it is exactly 0 below this one: e**-746 < 0.43 * 2**-1075, less than half of half the smallest
-# subnormal (2**-1074), so that no exp within 0.78 of a unit in the last place (of the subnormals) of the
-# true value can be anything but 0 (numpy's first non-zero is at -745.1332; tests/scores/test_more_scores.py
-# sweeps the range). Values in [-746, -700) take numpy's slow path one by one: the narrower, the faster.
-_EXP_ZERO_BELOW = -746.0
-
-
-def _exp_in_place(values: np.ndarray, low: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``np.exp(values, out=values)`` of a C-contiguous array, with the same bits, faster when many
-    values underflow (the pNormSoftmax grid's smallest T): when at least an eighth of the values
-    are below _EXP_ZERO_BELOW, those become 0 without an exp, those between it and _EXP_FAST_FROM
-    get np.exp on their own (the same function of the same numbers), and the rest go through
-    numpy's fast path. ``low`` (bool) and ``keep`` (float64) are buffers of the same shape."""
-    np.less(values, _EXP_ZERO_BELOW, out=low)
-    if np.count_nonzero(low) * 8 < values.size:  # numpy's slow path costs less than the detour
-        return np.exp(values, out=values)
-    slow = np.less(values, _EXP_FAST_FROM)
-    flat = values.reshape(-1)
-    between = np.flatnonzero(slow.reshape(-1) > low.reshape(-1))  # slow, not zero
-    small = flat[between]
-    np.exp(small, out=small)
-    np.maximum(values, _EXP_FAST_FROM, out=values)  # no value left for the slow path
-    np.exp(values, out=values)
-    np.logical_not(slow, out=slow)
-    np.copyto(keep, slow)  # 1.0 where the value was kept, 0.0 where it is replaced
-    values *= keep  # exp > 0 times 1.0 is itself; times 0.0 is +0.0
-    flat[between] = small
-    return values
 
 
 def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.ndarray,
@@ -487,8 +459,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     Each array is built once per chunk and reused: the rescaled centred logits once for every p
     (:func:`~selcal.scores.functions.normalised_grid` shares their powers between the values of p),
     for each p the top class and the shift by its value once for every T (log_msp's operations on
-    the same numbers), and the exponentials of values that underflow skip numpy's slow path
-    (:func:`_exp_in_place`). No N x K array is allocated inside the loops.
+    the same numbers). No N x K array is allocated inside the loops.
 
     With ``slack`` (of shape (len(ps), J, rows) for the J smallest T of ``t_grid``, which must be
     increasing), a (p, T) of those whose exponentials underflow is computed faster, its terms below
@@ -544,7 +515,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             bounded = False
             if (not fast and slack is not None and j < slack.shape[1]
                     and np.count_nonzero(np.less(terms, _EXP_FAST_FROM, out=low)) >= _SLOW_VALUES_PER_ROW * x.shape[0]):
-                if row_second is None:  # (in ``keep``, free until _exp_in_place)
+                if row_second is None:  # (in ``keep``, a free buffer)
                     np.copyto(keep, normalised)
                     keep[at, top] = -np.inf
                     row_second = keep.max(axis=1)
@@ -553,7 +524,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
             if fast:
                 np.exp(terms, out=terms)
             elif not bounded:
-                _exp_in_place(terms, low, keep)
+                np.exp(terms, out=terms)
             else:  # the terms below e**-700 raised to it (numpy's fast path), the error this may cause bounded
                 np.maximum(terms, _EXP_FAST_FROM, out=terms)
                 np.exp(terms, out=terms)

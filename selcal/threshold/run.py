@@ -18,24 +18,42 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 import numpy as np
 
-from .guarantee import (DEFAULT_DELTA, DEFAULT_METHOD, DEFAULT_RISK, METHODS, Applied, Certificate, apply_threshold,
-                        certify, check_delta, check_level, minimum_rows)
-from ..scores import REGISTRY
-from ..errors import OptionError, SelcalError
 from ..api import resolve_options
-from ..pipeline.identity import identity_hashes
+from ..errors import OptionError, SelcalError
+from ..metrics.selective import RiskCoverage, risk_coverage
 from ..options import Options, split_items
+from ..pipeline.identity import identity_hashes
 from ..pipeline.measure import INPUT_WORDS
 from ..pipeline.reduce import array_chunks, rows_per_chunk
-from ..pipeline.split import (SharedRows, lowest_hashes, model_name_of, count_shared_rows, image_holdout_mask,
-                             leak_warnings, split_rows)
-from ..metrics.selective import RiskCoverage, risk_coverage
+from ..pipeline.split import (
+    SharedRows,
+    count_shared_rows,
+    image_holdout_mask,
+    leak_warnings,
+    lowest_hashes,
+    model_name_of,
+    split_rows,
+)
+from ..scores import REGISTRY
 from .groups import GroupCertificate, certify_groups, combined, group_delta
+from .guarantee import (
+    DEFAULT_DELTA,
+    DEFAULT_METHOD,
+    DEFAULT_RISK,
+    METHODS,
+    Applied,
+    Certificate,
+    apply_threshold,
+    certify,
+    check_delta,
+    check_level,
+    minimum_rows,
+)
 from .precision import DEFAULT_DTYPE, DTYPES, ChunkWatcher
 
 # The halves of the validation rows (fit / calibrate) of a fitted score: the smallest hashes of the
@@ -437,7 +455,7 @@ def score_chunks(name: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, 
     float32 (:func:`selcal.threshold.precision.softmax_confidence_float32`), ranked as such (its
     ties included), and a row is right where the argmax of its float32 logits is its label.
     """
-    from ..pipeline.measure import measure_chunks, fit_scores
+    from ..pipeline.measure import fit_scores, measure_chunks
     from ..pipeline.split import prime_allocator
 
     prime_allocator()  # (the chunk temporaries on the heap, not a fresh mmap each)
@@ -543,19 +561,26 @@ _PIXELS_WARNING = ("the rows are pixels of images, which are not independent: th
                    "independent rows, so it is optimistic here (it counts pixels, not images)")
 
 
+def _prepared(test, val, score, risk, delta, method, options, dtype, group_col, per_class, delta_per_group):
+    """The options, the checked score, the request and the score's registry entry of a threshold of
+    dumps read (whole or as row batches), the groups checked against what was read."""
+    options = options or Options()
+    score = _check_score(score)
+    request = make_request(risk, delta, method, dtype=dtype, group_col=group_col, per_class=per_class,
+                           delta_per_group=delta_per_group, score=score)
+    _check_groups_read(request, test, val)
+    return options, score, request, REGISTRY[score]
+
+
 def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                    delta: float = DEFAULT_DELTA, method: str = DEFAULT_METHOD,
                    options=None, name: str | None = None, dtype: str | None = None, per_class: bool = False,
                    delta_per_group: bool = False, group_col: str | None = None) -> ThresholdResult:
     """:func:`threshold` for dumps already read (:class:`selcal.io.Dump`); ``group_col`` names the
     column the dumps were read with (their ``groups``), for thresholds per group."""
-    options = options or Options()
-    score = _check_score(score)
-    request = make_request(risk, delta, method, dtype=dtype, group_col=group_col, per_class=per_class,
-                           delta_per_group=delta_per_group, score=score)
+    options, score, request, entry = _prepared(test, val, score, risk, delta, method, options, dtype, group_col,
+                                               per_class, delta_per_group)
     risks, delta, method = request.risks, request.delta, request.method
-    entry = REGISTRY[score]
-    _check_groups_read(request, test, val)
     _check_available(entry, score, options, *((d.path, getattr(d, "input", "logits")) for d in (test, val) if d is not None))
     _check_split_column(test.path, test.split, val is not None)
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
@@ -620,16 +645,12 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     that file is read whole, as evaluate reads it.
     """
     from ..io.base import nothing_left_message
-    from ..pipeline.split import check_same_classes, rows_of, rule_name, holdout_mask, split_plan
+    from ..pipeline.split import check_same_classes, holdout_mask, rows_of, rule_name, split_plan
     from ..pipeline.stream import gather_rows, stream_chunks
 
-    options = options or Options()
-    score = _check_score(score)
-    request = make_request(risk, delta, method, dtype=dtype, group_col=group_col, per_class=per_class,
-                           delta_per_group=delta_per_group, score=score)
+    options, score, request, entry = _prepared(test, val, score, risk, delta, method, options, dtype, group_col,
+                                               per_class, delta_per_group)
     risks, delta, method = request.risks, request.delta, request.method
-    entry = REGISTRY[score]
-    _check_groups_read(request, test, val)
     by_column = request.group_by not in (None, PER_CLASS)
     streamed_groups: list | None = [] if by_column else None  # the evaluation rows' groups, batch by batch
     if test.num_rows == 0:
