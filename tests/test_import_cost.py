@@ -22,6 +22,7 @@ def loaded_after(statement: str) -> set[str]:
     return set(json.loads(out.splitlines()[-1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statement", ["import selcal", "import selcal.cli"])
 def test_import_loads_no_heavy_optional_module(statement):
     assert not loaded_after(statement) & set(HEAVY)

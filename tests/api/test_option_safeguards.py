@@ -153,6 +153,7 @@ def test_bootstrap_keeps_one_float64_per_metric_and_resample():
 
 
 # ====================================================== 4. --bootstrap-refit and row order
+@pytest.mark.slow
 def test_bootstrap_refit_does_not_depend_on_row_order(cli, dumps, tmp_path):
     rng = np.random.default_rng(3)
 

@@ -91,6 +91,7 @@ def test_a_results_json_that_breaks_the_schema_fails_the_test_that_writes_it():
         result.to_json()
 
 
+@pytest.mark.slow
 def test_a_results_json_a_subprocess_writes_is_checked_too(tmp_path):
     import subprocess
     import sys

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from helpers import make_data
 
 from selcal.cli import progress
@@ -23,6 +25,7 @@ def test_a_line_at_most_every_ten_seconds_and_none_for_short_work():
     assert quick == []
 
 
+@pytest.mark.slow
 def test_evaluate_in_a_pipe_prints_plain_progress_lines_and_q_silences_them(cli, dumps, monkeypatch):
     monkeypatch.setattr(progress, "PIPE_EVERY", 0.0)  # every count gets its line
     logits, labels = make_data(n=300, seed=2)

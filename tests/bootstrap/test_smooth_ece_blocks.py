@@ -93,6 +93,7 @@ def test_the_rows_order_does_not_matter():
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 60), st.integers(0, 2**32 - 1), st.sampled_from([2, 5, 100]))
 def test_any_small_data_matches(n, seed, levels):

@@ -94,6 +94,7 @@ def test_a_tolerance_in_percent_points(result):
 
 
 # --------------------------------------------------------------------------- names
+@pytest.mark.slow
 @given(key=st.sampled_from([k for k, m in catalog.CATALOG.items() if not m.family and "score" in m.levels]),
        score=st.sampled_from(sorted(REGISTRY) + ["my_col", "a_b_c"]))
 def test_the_csv_column_and_the_json_name_are_one_metric(key, score):

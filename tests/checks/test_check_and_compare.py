@@ -207,6 +207,7 @@ def test_check_passes_on_an_identical_baseline(files, tmp_path):
     assert suite.get("failures") == "0" and len(suite.findall("testcase")) == len(report["rows"])
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_model_made_worse_on_purpose(files, tmp_path):
     md, xml = tmp_path / "r.md", tmp_path / "r.xml"
     result = run("check", files["worse.json"], "--baseline", files["good.json"], "--markdown", md, "--junit", xml,

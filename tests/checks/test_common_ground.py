@@ -57,6 +57,7 @@ def test_identity_hash_ignores_width_and_type_and_differs_by_seed():
     assert not np.array_equal(position_hashes(10, 0), position_hashes(10, 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_ids", [False, True])
 def test_identical_prediction_copies_give_identical_numbers_in_one_leaderboard(tmp_path, with_ids):
     """Test-only dumps of one model: as saved, with every logit + 1 (no probability changes)
@@ -102,6 +103,7 @@ def test_holdout_is_the_same_streamed_and_in_memory(tmp_path):
         assert selcal.evaluate(path, stream=True, chunk_rows=999).to_json() == memory
 
 
+@pytest.mark.slow
 def test_holdout_by_position_ignores_dropped_rows_of_other_splits(tmp_path):
     """Without ids a row is known by its position among the rows that can be evaluated: a dump
     that also holds 'train' rows holds out the same test rows as one without them."""
@@ -154,6 +156,7 @@ def test_split_naming_folders_equal_val_file(tmp_path):
                                ).models[0].split == "split-names"
 
 
+@pytest.mark.slow
 def test_split_naming_folder_report_names_the_rule(tmp_path, cli):
     folder = _split_layouts(tmp_path)["huggingface"]
     result = cli("evaluate", folder)
@@ -233,6 +236,7 @@ def _json(cli, tmp_path, name, path, *args):
     return out
 
 
+@pytest.mark.slow
 def test_check_refuses_a_baseline_of_other_data_unless_allowed(tmp_path, cli):
     logits, labels, ids, _ = sample(split="test")
     base = _json(cli, tmp_path, "base", write(tmp_path / "a.parquet", logits, labels, ids))
@@ -270,6 +274,7 @@ def test_compare_refuses_other_data_and_notes_rows_aligned_by_order(tmp_path, cl
     assert by_id.exit_code == 0 and "aligned by their order" not in by_id.stdout
 
 
+@pytest.mark.slow
 def test_ensemble_of_members_without_ids_says_they_are_aligned_by_order(tmp_path, cli):
     logits, labels, ids, _ = sample(split="test")
     a = write(tmp_path / "a.parquet", logits, labels)
@@ -282,6 +287,7 @@ def test_ensemble_of_members_without_ids_says_they_are_aligned_by_order(tmp_path
 
 
 # ============================================================ a leaderboard that says what it means
+@pytest.mark.slow
 def test_best_is_the_best_of_every_score_msp_included_and_labelled_so(tmp_path):
     from rich.console import Console
 
@@ -323,6 +329,7 @@ def test_sort_by_accepts_every_column_of_the_csv(tmp_path, cli):
         assert result.exit_code == 0 or "aurc_confidence" in column, (column, result.stderr)
 
 
+@pytest.mark.slow
 def test_a_sweep_is_ordered_by_the_swept_value_unless_sort_by_says_otherwise(cli):
     files = sorted(SAMPLES.glob("lspair_alpha*.parquet"))
     result = cli("evaluate", *files, "--sweep", "alpha", "--scores", "msp,max_logit", "--csv", "-")

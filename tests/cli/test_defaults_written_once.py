@@ -38,6 +38,7 @@ def _defaults(tree):
                 yield node.name, arg.arg, default
 
 
+@pytest.mark.slow
 def test_no_default_of_a_setting_is_typed_outside_options():
     typed = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -51,6 +52,7 @@ def test_no_default_of_a_setting_is_typed_outside_options():
     assert not typed, "defaults typed again (read them from selcal.options): " + "; ".join(typed)
 
 
+@pytest.mark.slow
 def test_the_level_of_the_intervals_is_typed_once():
     """0.95 was typed five times; now only options.py says it (the TPR of fpr95 and the reliability
     diagram's Clopper-Pearson level are other quantities, named as such)."""

@@ -92,6 +92,7 @@ def test_cli_single_binary_logit(cli, dumps, h):
     h.assert_same_numbers(one, two, drop=("binary_logit",))
 
 
+@pytest.mark.slow
 def test_cli_several_test_files(cli, dumps, h):
     a = dumps.parquet("x/alpha.parquet", *h.make_data(n=300, k=3, seed=31))
     b = dumps.parquet("y/beta.parquet", *h.make_data(n=280, k=5, seed=32))
@@ -103,6 +104,7 @@ def test_cli_several_test_files(cli, dumps, h):
         assert model == cli.json(path)["models"][0]
 
 
+@pytest.mark.slow
 def test_cli_val_repeated_once_per_file(cli, dumps, h):
     a, av = dumps.parquet("a.parquet", *h.make_data(300, 4, 41)), dumps.parquet("av.parquet", *h.make_data(120, 4, 42))
     b, bv = dumps.parquet("b.parquet", *h.make_data(300, 6, 43)), dumps.npz("bv.npz", *h.make_data(150, 6, 44))
@@ -498,6 +500,7 @@ def reading(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(FILE_CASES))
 def test_bad_input_is_refused_in_one_line_with_no_output_file(cli, dumps, data, out_dir, reading, case):
     if reading == "streamed" and case.startswith("empty"):
@@ -795,6 +798,7 @@ def _render_then_fail(exc_type):
     return to_json
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exc_type", [RuntimeError, MemoryError, KeyboardInterrupt])
 @pytest.mark.parametrize("previous", [False, True])
 def test_json_path_failed_rendering_leaves_no_file(cli, split_file, out_dir, monkeypatch, exc_type, previous):

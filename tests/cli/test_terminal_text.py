@@ -434,6 +434,7 @@ def test_refit_progress_counts_each_refitted_resample():
     assert calls[:6] == [1, 2, 3, 4, 5, 6]  # one step per refitted resample, then the block
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "compare"])
 def test_progress_only_on_a_terminal(cli, dumps, command):
     logits, labels = make_data(n=300, seed=9)

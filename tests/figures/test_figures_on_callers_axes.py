@@ -45,6 +45,7 @@ def test_every_figure_draws_into_a_subplot_grid_the_caller_made(result):
     grid.savefig(io.BytesIO(), format="png")  # a complete figure of the caller's
 
 
+@pytest.mark.slow
 def test_the_vmax_and_pnorm_panels_draw_into_the_callers_grid():
     logits, labels = make_data(n=600, k=5, seed=13)
     result = selcal.evaluate_arrays(logits, labels, scores="msp,max_logit,pnorm")
@@ -72,6 +73,7 @@ def test_without_axes_a_new_figure_in_selcals_style_is_returned(result):
         figure.savefig(io.BytesIO(), format="svg")
 
 
+@pytest.mark.slow
 def test_no_global_matplotlib_state_is_touched(result):
     import matplotlib.pyplot as plt
 

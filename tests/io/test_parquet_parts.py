@@ -57,6 +57,7 @@ def test_parts_give_the_numbers_of_one_file_whatever_the_boundaries_and_order(tm
     assert numbers(selcal.evaluate(str(folder / "part-*.parquet"))) == expected
 
 
+@pytest.mark.slow
 def test_a_part_of_no_rows_and_nested_folders_are_read(tmp_path, whole):
     table, expected = whole
     folder = tmp_path / "m"
@@ -65,6 +66,7 @@ def test_a_part_of_no_rows_and_nested_folders_are_read(tmp_path, whole):
     assert numbers(selcal.evaluate(str(folder))) == expected
 
 
+@pytest.mark.slow
 def test_model_is_named_after_its_folder(tmp_path, whole):
     table, _ = whole
     folder = write_parts(tmp_path / "dumps" / "resnet50.a1_in1k", table, [0, 5000, table.num_rows])

@@ -75,6 +75,7 @@ def _run(args, timeout=120):
                           timeout=timeout, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
 
+@pytest.mark.slow
 def test_a_header_of_a_million_columns_is_refused_before_polars_reads_it(tmp_path):
     path = tmp_path / "wide.csv"
     path.write_text("label," + ",".join(f"logit_{i}" for i in range(1_000_000)) + "\n0," + "0," * 9 + "0\n")
@@ -85,6 +86,7 @@ def test_a_header_of_a_million_columns_is_refused_before_polars_reads_it(tmp_pat
                                    "list column of a Parquet file, or as .npy")
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_named_csv_is_refused_after_64_mb(tmp_path):
     path = tmp_path / "bomb.csv"  # 128 MB of zeros, no line break, in about 130 KB
     with gzip.open(path, "wb", compresslevel=9) as handle:

@@ -391,6 +391,7 @@ def test_npy_with_labels_npy_in_its_folder(dumps, data, canonical, h):
     h.assert_same_numbers(both_paths(dumps.path("folder/model.npy")), reference)
 
 
+@pytest.mark.slow
 def test_npy_without_labels_says_how_to_save_an_npz(dumps, data, cli):
     logits, _, _ = data
     path = dumps.path("alone/model.npy")

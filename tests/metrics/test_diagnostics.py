@@ -270,6 +270,7 @@ def test_row_numbers_name_the_file_rows_streamed_or_not(dumps):
     _check_errors_table(a, test_rows, labels[test_rows], stored[test_rows], 10)
 
 
+@pytest.mark.slow
 def test_errors_csv_on_the_command_line(cli, tmp_path):
     import csv
 

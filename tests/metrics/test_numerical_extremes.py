@@ -358,6 +358,7 @@ def test_every_score_tied_binary_rows_and_exact_temperature(cli, dumps, a):
     assert full["scores"]["pnorm"]["fallback"] is True  # every p ties with MSP on validation
 
 
+@pytest.mark.slow
 def test_every_score_tied_permuted_rows(cli, dumps):
     """Every row a permutation of (1.5, -0.25, 0.75, -2): the same confidence for every score."""
     base = np.array([1.5, -0.25, 0.75, -2.0])
@@ -382,6 +383,7 @@ def test_every_score_tied_permuted_rows(cli, dumps):
 
 
 # ====================================================================== classes never predicted
+@pytest.mark.slow
 def test_classes_never_predicted(cli, dumps):
     """K = 10: only classes 0-2 are ever predicted; 7-9 are labelled, never predicted; 5 neither."""
     rng = np.random.default_rng(8)

@@ -125,6 +125,7 @@ def test_junit_is_well_formed_xml_whatever_the_names(hostile, tmp_path, cli):
     assert tree.find("testsuite").get("failures") != "0"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hostile", ["not_utf8"], indirect=True)
 def test_every_output_works_with_a_name_that_is_not_utf8(hostile, tmp_path, cli):
     bad, good = hostile

@@ -122,6 +122,7 @@ def test_page_has_every_figure_once(result, page_text):
         assert f"alt='rc {html_report._e(model.name)}'" in section
 
 
+@pytest.mark.slow
 def test_page_shows_the_result_numbers(result, page_text):
     text = " ".join(parse(page_text).text)
     for model in result.models:

@@ -5,6 +5,8 @@ the "not the same rows" warning groups the models by what they share."""
 
 from __future__ import annotations
 
+import pytest
+
 import csv
 import io
 import json
@@ -150,6 +152,7 @@ def test_the_rows_warning_groups_models_by_what_they_share():
     assert "2 groups, a and b of 100 rows and c of 90 rows" in leaderboard_warning(fewer)
 
 
+@pytest.mark.slow
 def test_one_language_models_tasks_do_not_warn_about_rows_and_two_models_name_the_tasks(cli):
     one = cli("evaluate", LM / "synthetic__llm-large", "-q")
     assert one.exit_code == 0 and not [line for line in stderr_warnings(one) if "rows" in line and "task" in line]

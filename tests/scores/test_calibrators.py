@@ -46,6 +46,7 @@ def sklearn_isotonic(val_logits, val_labels, test_logits):
     return np.divide(out, total, out=np.full_like(out, 1.0 / out.shape[1]), where=total != 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["calibrator_cifar10_resnet50_ce", "netcal_densenetbc100c100"])
 def test_isotonic_equals_scikit_learn_on_samples(name):
     pytest.importorskip("sklearn")

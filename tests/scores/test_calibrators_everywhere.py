@@ -101,6 +101,7 @@ def test_check_judges_calibrator_metrics_like_any_score(cli, two_dumps, tmp_path
     assert not any(key.endswith("smece_sigma") for key in judged)  # a bandwidth: reported, never judged
 
 
+@pytest.mark.slow
 def test_compare_judges_calibrators_on_paired_resamples(cli, two_dumps):
     a, b = two_dumps
     result = cli("compare", a, b, "--scores", "msp,vector,isotonic", "--bootstrap", "30", "--metric", "vector.ece",
@@ -303,6 +304,7 @@ def test_dirichlet_too_large_is_refused_before_any_fit(tmp_path, monkeypatch):
     assert fitted == []
 
 
+@pytest.mark.slow
 def test_compare_with_calibrators_prints_no_numpy_warning(tmp_path):
     """isotonic gives probability 0 to some labels (infinite NLL): the bootstrap must not print numpy's
     'invalid value encountered in matmul' (0 x inf) on stderr."""

@@ -357,6 +357,7 @@ def test_every_score_is_the_same_streamed_and_in_memory(dumps, h):
     assert streamed["scores"] == whole["scores"]
 
 
+@pytest.mark.slow
 def test_the_shared_temperature_fit_does_not_keep_the_validation_rows_alive():
     # temp and the calibrators that start from T share one fit per validation set; the cache must not hold a
     # finished model's validation rows while the next model is read.

@@ -89,6 +89,7 @@ def test_temperature_on_real_logits_scaled_up(scale):
     assert rel(fit.temperature, scale * base.temperature) < 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "seed,n,k,scale",
     [(0, 2000, 10, 1.0), (1, 2000, 10, 1e3), (2, 2000, 10, 1e4), (3, 1500, 100, 1.0), (4, 1500, 100, 1e3),

@@ -86,6 +86,7 @@ def test_declared_log_probabilities_keep_the_centred_pnorm_and_leave_out_max_log
     assert set(model["not_available"]["scores"]) == {"max_logit", "energy"}
 
 
+@pytest.mark.slow
 def test_pnorm_softmax_ece_is_right_and_explained_where_it_is_shown():
     import pyarrow.parquet as pq
 

@@ -110,6 +110,7 @@ def test_names_are_escaped_in_every_medium(cli, tmp_path):
     assert page.index("<table class='summary'>") < page.index("<h2>")  # the table is the first screen
 
 
+@pytest.mark.slow
 def test_the_table_fits_100_columns_in_a_pipe(cli, tmp_path):
     paths = write_study(tmp_path, datasets=("cifar10", "cifar100", "tinyimagenet"),
                                 recipes=("cross_entropy", "label_smoothing_0.1", "focal_loss_gamma3"), seeds=(0, 1),

@@ -35,6 +35,7 @@ CORRECT = [1, 1, 1, 1, 1, 1, 0, 0]
 
 
 # ------------------------------------------------------------------ 1. the binomial tail
+@pytest.mark.slow
 @pytest.mark.parametrize("errors,n,delta", [(0, 1, 0.5), (0, 10, 0.1), (1, 10, 0.1), (3, 20, 0.05),
                                             (7, 40, 0.001), (19, 20, 0.3), (0, 200, 1e-6), (50, 120, 0.9)])
 def test_bound_solves_the_exact_binomial_tail(errors, n, delta):

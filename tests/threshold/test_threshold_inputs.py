@@ -291,6 +291,7 @@ def test_a_streamed_file_gives_the_bits_of_the_file_read_whole(dumps, score, lay
     assert whole.entries[1].threshold is not None
 
 
+@pytest.mark.slow
 def test_streamed_with_a_val_file_counts_the_shared_rows_as_read_whole(dumps):
     logits, labels = _model(seed=12)
     test = dumps.parquet("test.parquet", logits[:1500], labels[:1500])
@@ -303,6 +304,7 @@ def test_streamed_with_a_val_file_counts_the_shared_rows_as_read_whole(dumps):
         assert any("40 evaluation rows are also validation rows" in w for w in whole.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["binary", "probabilities", "ood", "ignored"])
 def test_streamed_special_rows_give_the_bits_of_the_file_read_whole(dumps, case):
     logits, labels = _model(seed=13)

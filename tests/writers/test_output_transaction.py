@@ -113,6 +113,7 @@ def test_junit_and_markdown_of_check_through_a_fifo(cli, result_json, tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and received[0].lstrip().startswith(b"<?xml")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device node needs root")
 @pytest.mark.parametrize("option", OPTIONS)
 def test_a_device_node_is_written_through(cli, model, tmp_path, option):
