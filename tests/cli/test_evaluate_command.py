@@ -493,10 +493,13 @@ FILE_CASES = {name[len("_case_"):]: fn for name, fn in sorted(globals().items())
 @pytest.fixture(params=["in-memory", "streamed"])
 def reading(request, monkeypatch):
     """Run the CLI on the in-memory path, or on the streamed path (normally for files over 64 MiB)."""
-    if request.param == "streamed":
-        evaluate_fn = selcal.api.evaluate
-        assert "memory_budget" in evaluate_fn.__kwdefaults__
-        monkeypatch.setitem(evaluate_fn.__kwdefaults__, "memory_budget", 0)
+    if request.param == "streamed":  # every model's job with a memory budget of 0 bytes: every file streams
+        from dataclasses import replace
+
+        from selcal.pipeline import jobs
+
+        whole = jobs.evaluate_model
+        monkeypatch.setattr(jobs, "evaluate_model", lambda job, *args: whole(replace(job, memory_budget=0), *args))
     return request.param
 
 

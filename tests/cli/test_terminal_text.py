@@ -443,8 +443,13 @@ def test_progress_only_on_a_terminal(cli, dumps, command):
         ["compare", path, path, "--bootstrap", "30", "-q"]
     piped = cli(*args, env={"FORCE_COLOR": None, "TTY_COMPATIBLE": None})
     assert piped.exit_code == 0 and "resamples" not in piped.stderr
-    # rich takes stderr for an interactive terminal
-    terminal = cli(*args, env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm"})
+    # rich takes stderr for an interactive terminal; -q silences the bars there too
+    terminal_env = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm"}
+    if command == "evaluate":  # evaluate's -q silences its bars too
+        quiet = cli(*args, env=terminal_env)
+        assert quiet.exit_code == 0 and "resamples" not in quiet.stderr
+        args = [a for a in args if a != "-q"]
+    terminal = cli(*args, env=terminal_env)
     assert terminal.exit_code == 0 and "bootstrap resamples" in terminal.stderr
 
 
