@@ -131,3 +131,14 @@ def test_a_single_run_gets_a_note(cli, tmp_path):
     result = cli("study", *paths, "--pattern", PATTERN, "--scores", "msp", "--bootstrap", "30", "--baseline", "b")
     assert result.exit_code == 0, result.stderr
     assert "note: one run only: a; its interval holds the rows' noise only" in " ".join(result.stdout.split())
+
+
+@pytest.mark.slow
+def test_the_figures_of_each_data_set(cli, tmp_path):
+    paths = write_study(tmp_path / "runs", datasets=("c10", "c100"), recipes=("ce", "ls"), seeds=(0, 1), n=150,
+                        n_val=60)
+    result = cli("study", *paths, "--pattern", PATTERN, "--scores", "msp", "--bootstrap", "30", "--plots",
+                 tmp_path / "plots", "--plot-format", "svg", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "c100_study_metrics.svg", "c100_study_rc.svg", "c10_study_metrics.svg", "c10_study_rc.svg"]
