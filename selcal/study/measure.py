@@ -214,8 +214,10 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
             if catalog.has_interval(key):
                 wanted.setdefault(score or "model", set()).add(key)
         if wanted:
+            from ..bootstrap.resample import threads
+
             datas = _aligned_rows(dataset, members, models, options)
-            per_run = resample_runs(datas, wanted, resamples, row_seed(options.seed, dataset),
+            per_run = resample_runs(datas, wanted, resamples, row_seed(options.seed, dataset), threads(options),
                                     None if progress is None else lambda d: progress("resamples", d, resamples))
             for recipe, index in by_recipe.items():
                 if not index:

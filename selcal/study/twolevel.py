@@ -27,7 +27,7 @@ import numpy as np
 
 from ..bootstrap.data import RowData
 from ..bootstrap.intervals import canonical_order, draw_cluster_counts
-from ..bootstrap.resample import Values, draw_resamples
+from ..bootstrap.resample import Values, draw_resamples, in_order
 from ..bootstrap.vectorised import Prepared, row_counts
 from ..metrics import catalog
 
@@ -83,13 +83,14 @@ def restrict(data: RowData, wanted: Wanted) -> RowData:
                    risks=tuple(dict.fromkeys(risks)), coverages=tuple(dict.fromkeys(coverages)))
 
 
-def resample_runs(datas: Sequence[RowData], wanted: Wanted, resamples: int, seed,
+def resample_runs(datas: Sequence[RowData], wanted: Wanted, resamples: int, seed, workers: int = 1,
                   progress: Callable[[int], None] | None = None) -> list[dict[str, dict[str, np.ndarray]]]:
     """Every run's wanted metrics on each of ``resamples`` row resamples shared by all of them.
 
     ``datas``: the runs' rows, aligned (row i of each is the same evaluation row). Returns, per
-    run, ``{level: {key: (B,)}}`` (NaN where a value is undefined on a resample).
-    ``progress(done)``: resamples done.
+    run, ``{level: {key: (B,)}}`` (NaN where a value is undefined on a resample). The blocks of
+    resamples run on up to ``workers`` threads (:func:`selcal.bootstrap.resample.in_order`: the
+    same numbers on any number). ``progress(done)``: resamples done.
     """
     datas = [restrict(data, wanted) for data in datas]
     order = canonical_order(*datas)
@@ -103,10 +104,12 @@ def resample_runs(datas: Sequence[RowData], wanted: Wanted, resamples: int, seed
         blocks = draw_cluster_counts(clusters[order], resamples, seed, bins)
     else:
         blocks = (row_counts(draws, n) for draws in draw_resamples(n, resamples, seed, bins))
+    def measure(counts: np.ndarray) -> list:
+        return [run.metrics_of_counts(counts) for run in prepared]
+
     done = 0
-    for counts in blocks:
-        for run, into in zip(prepared, values):
-            block = run.metrics_of_counts(counts)
+    for counts, measured in in_order(measure, blocks, workers):
+        for block, into in zip(measured, values):
             into.add({level: {k: v for k, v in metrics.items() if k in wanted.get(level, ())}
                       for level, metrics in block.items()})
         done += counts.shape[0]
