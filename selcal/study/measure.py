@@ -217,7 +217,10 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
             from ..bootstrap.resample import threads
 
             datas = _aligned_rows(dataset, members, models, options)
-            per_run = resample_runs(datas, wanted, resamples, row_seed(options.seed, dataset), threads(options),
+            # one thread unless options.workers says otherwise: on the bench's 2 shared cores, two threads made the
+            # bootstrap 1.6 times slower (every block holds every run's arrays: memory-bound)
+            per_run = resample_runs(datas, wanted, resamples, row_seed(options.seed, dataset),
+                                    threads(options) if options.workers else 1,
                                     None if progress is None else lambda d: progress("resamples", d, resamples))
             for recipe, index in by_recipe.items():
                 if not index:
