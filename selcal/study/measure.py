@@ -217,8 +217,8 @@ def _aggregate(result: StudyResult, dataset, members, jsons, models, confidence,
             from ..bootstrap.resample import threads
 
             datas = _aligned_rows(dataset, members, models, options)
-            # one thread unless options.workers says otherwise: on the bench's 2 shared cores, two threads made the
-            # bootstrap 1.6 times slower (every block holds every run's arrays: memory-bound)
+            # one thread unless options.workers says otherwise (each block holds every run's arrays: more
+            # threads were slower on the bench's shared cores; CONVENTIONS.md, "Studies")
             per_run = resample_runs(datas, wanted, resamples, row_seed(options.seed, dataset),
                                     threads(options) if options.workers else 1,
                                     None if progress is None else lambda d: progress("resamples", d, resamples))

@@ -14,9 +14,8 @@
   approximation with the row part, from N rows, counted as exact and the run part given the
   degrees of freedom of the recipe with the fewest runs (Hsu's conservative choice for a
   difference; for one recipe, n - 1). Welch's degrees of freedom for the run part (more than
-  n_min - 1) were measured anti-conservative with three runs per recipe (ECE's interval held the
-  true difference in 92% of repetitions, not 95%; bench/bench_study_false_positives.py), Hsu's
-  were not. With one run, the interval is the rows' only (both parts: no s^2 to hold its own).
+  n_min - 1) were anti-conservative with three runs per recipe, Hsu's were not (the measurement:
+  CONVENTIONS.md, "Studies"; bench/bench_study_false_positives.py). With one run, the interval is the rows' only (both parts: no s^2 to hold its own).
 * :func:`pvalue` and :func:`verdicts`: one-sided p-values in the direction of the difference and
   Holm's procedure over the data set's judged pairs (:func:`selcal.checks.gate.holm`), at
   (1 - confidence)/2 in each direction.

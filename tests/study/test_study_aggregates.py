@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import polars as pl
 import pytest
-from study.study_dumps import write_study
+from helpers import write_study
 
 from selcal.study import study
 

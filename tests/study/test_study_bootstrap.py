@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from study.study_dumps import write_run, write_study
+from helpers import write_run, write_study
 
 import selcal
 from selcal.bootstrap import RowData, canonical_order, draw_resamples, percentile_interval

@@ -5,7 +5,7 @@ terminal table fits 100 columns in a pipe."""
 from __future__ import annotations
 
 import pytest
-from study.study_dumps import write_run, write_study
+from helpers import write_run, write_study
 
 PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
 
