@@ -35,8 +35,32 @@ def _quiet_start() -> None:
             pass
 
 
+def _bounded_blas() -> None:
+    """Under an address-space limit (``ulimit -v``): OpenBLAS (numpy's, scipy's) reserves 32 MB of
+    buffers per thread when it loads, and one whose reservation fails loops for good inside its start-up,
+    deaf to signals (seen at 300 and 400 MB, when scipy loaded late in a run). So it starts one thread
+    (a value the user set is kept), and numpy and scipy's BLAS load first, while the most memory is free;
+    if they do not fit, one line and status 2. Only for the command, and only under such a limit."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        return
+    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        import numpy  # noqa: F401
+        import scipy.linalg  # noqa: F401
+    except (MemoryError, ImportError, OSError, RuntimeError) as exc:
+        from .errors import OUT_OF_MEMORY_LOADING, out_of_memory
+
+        if not out_of_memory(exc):
+            raise
+        _os.write(2, f"selcal: error: {OUT_OF_MEMORY_LOADING.format(what='numpy and scipy')}\n".encode())
+        _os._exit(2)
+
+
 if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("selcal", "-m"):  # the command is starting
     _quiet_start()
+    _bounded_blas()
 
 from ._version import __version__  # noqa: E402
 from .errors import SelcalError  # noqa: E402

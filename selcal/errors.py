@@ -30,8 +30,39 @@ class OptionError(SelcalError):
 
 class ModelsFailed(SelcalError):
     """Some models could not be evaluated; every other one was. ``messages``: one per failed model,
-    naming its file (the message is those lines)."""
+    naming its file (the message is those lines), each said once (the models of one lm-eval log, one
+    per choice count, fail with the log's one message)."""
 
     def __init__(self, messages):
-        self.messages = list(messages)
+        self.messages = list(dict.fromkeys(messages))
         super().__init__("\n".join(self.messages))
+
+
+# The one line of a run that ran out of memory (CONVENTIONS.md, "Out of memory"), and of a command whose
+# libraries could not be loaded in the memory it was given.
+OUT_OF_MEMORY = ("out of memory; evaluate fewer or smaller inputs at once, or give Parquet dumps (read by row "
+                 "batches)")
+OUT_OF_MEMORY_LOADING = "out of memory while loading {what}; give the process more memory (its limit: ulimit -v)"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says memory ran out: a MemoryError, an OSError ENOMEM, an
+    ImportError of a library that could not be mapped into memory, or a thread that could not start (under
+    an address-space limit).
+
+    >>> out_of_memory(ImportError("libx.so: failed to map segment from shared object")), out_of_memory(ImportError("no x"))
+    (True, False)
+    """
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+            return True
+        if isinstance(exc, ImportError) and any(words in str(exc).lower() for words in
+                                                ("failed to map segment", "cannot allocate memory")):
+            return True
+        if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):  # (its stack did not fit)
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

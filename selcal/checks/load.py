@@ -42,15 +42,20 @@ def load_result(path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        _refuse_other_kind(path)
+        if isinstance(exc, UnicodeDecodeError):
+            raise SelcalError(f"{path}: not UTF-8 text, so not a result JSON; give the file `selcal evaluate --json` "
+                              "wrote") from None
         raise SelcalError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); "
                           "give the file `selcal evaluate --json` wrote") from None
     except RecursionError:  # hostile nesting (e.g. 100 000 levels of [[[...]]]): no result is that deep
         raise SelcalError(f"{path}: JSON nested too deeply to be a selcal result; "
                           "give the file `selcal evaluate --json` wrote") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SelcalError(f"{path}: cannot be read ({exc.__class__.__name__}: {exc})") from None
     if not isinstance(data, dict) or "schema" not in data:
+        _refuse_other_kind(path)
         raise SelcalError(f"{path}: not a selcal result (no 'schema' key); give the file `selcal evaluate --json` wrote")
     schema = data["schema"]
     if schema != SUPPORTED_SCHEMA:
@@ -70,6 +75,15 @@ def load_result(path) -> dict[str, Any]:
     if duplicates:
         raise SelcalError(f"{path}: two models are named '{duplicates[0]}'; names must be unique to be matched")
     return data
+
+
+def _refuse_other_kind(path: str) -> None:
+    """A file of another kind (a dump, a check report) said as what it is, with the command that takes it."""
+    from ..io.kinds import sniff, wrong_kind
+
+    kind = sniff(path)
+    if kind is not None and "result JSON" not in kind.what:
+        raise SelcalError(f"{path}: {wrong_kind(kind, 'check reads the result JSON `selcal evaluate --json` writes')}")
 
 
 def _check_values(path: str, model: dict[str, Any]) -> None:

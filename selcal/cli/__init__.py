@@ -13,15 +13,24 @@ One module per command group; what they share, once:
 
 from __future__ import annotations
 
+import os
 import sys
 
-import typer
-
 from .._version import __version__
-from . import check, dumps, evaluate, study, threshold  # (one module per command group)
-from .common import say, show_warnings
-from .groups import Command, Group, dress_help
-from .signals import SIGNAL_LINES, Signalled, catch_signals
+from ..errors import OUT_OF_MEMORY, OUT_OF_MEMORY_LOADING, out_of_memory
+
+try:
+    import typer
+
+    from . import check, dumps, evaluate, study, threshold  # (one module per command group)
+    from .common import say, show_warnings
+    from .groups import Command, Group, dress_help
+    from .signals import SIGNAL_LINES, Signalled, catch_signals
+except (MemoryError, ImportError, OSError) as _error:  # the command's libraries do not fit in its memory limit
+    if not out_of_memory(_error) or os.path.basename(sys.argv[0] if sys.argv else "") not in ("selcal", "-m"):
+        raise
+    os.write(2, f"selcal: error: {OUT_OF_MEMORY_LOADING.format(what='its libraries')}\n".encode())
+    os._exit(2)
 
 __all__ = ["app", "run", "show_warnings"]
 
@@ -94,16 +103,26 @@ def _invoke():
         say("selcal: aborted")
         return 130
     except MemoryError:  # the readers bound what they decode; what is left (e.g. many huge inputs at once)
-        say("selcal: error: out of memory; evaluate fewer or smaller inputs at once, or give Parquet dumps "
-            "(read by row batches)")
+        say(f"selcal: error: {OUT_OF_MEMORY}")
         return 2
     except Exception as exc:  # Click's usage errors (vendored by Typer): one line, not a box
+        if out_of_memory(exc):  # a library loaded on first use (scipy) that no longer fits, an OSError ENOMEM
+            say(f"selcal: error: {OUT_OF_MEMORY_LOADING.format(what=_library(exc))}" if isinstance(exc, ImportError)
+                else f"selcal: error: {OUT_OF_MEMORY}")
+            return 2
         if not hasattr(exc, "format_message"):
             raise
         message = exc.format_message().strip()
         if message:  # (no arguments at all: the help was printed, nothing to add)
             say(f"selcal: error: {message} (see {_command_path(exc)} --help)")
         return getattr(exc, "exit_code", 2)
+
+
+def _library(exc: ImportError) -> str:
+    """The library an ImportError names (``libscipy_openblas.so``, ``scipy.stats``), for the one line."""
+    text = str(exc).split(":", 1)[0].rsplit("/", 1)[-1]
+    name = text.split(".cpython")[0] if text.endswith(".so") or ".so." in text else getattr(exc, "name", None)
+    return name or "a library"
 
 
 def _stopped(exc: Signalled) -> int:
@@ -119,7 +138,6 @@ def _stopped(exc: Signalled) -> int:
 def _exit_with(code: int) -> None:
     """Exit with ``code``; a signal from now on (the interpreter's shutdown: flushing the streams, ending
     the figure workers' server) ends the process at once with the same status, saying nothing more."""
-    import os
     import signal
 
     def end(signum, frame):

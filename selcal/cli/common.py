@@ -36,7 +36,12 @@ def fail_on(exc: SelcalError):
 
 
 def write_error(exc: OSError, path=None) -> str:
-    """The message of an OSError while writing (a full disk, a vanished folder)."""
+    """The message of an OSError while writing (a full disk, a vanished folder); ENOMEM, wherever it came
+    from (a reader's allocation), is the run's out-of-memory line."""
+    from ..errors import OUT_OF_MEMORY, out_of_memory
+
+    if out_of_memory(exc):
+        return OUT_OF_MEMORY
     where = exc.filename or path
     prefix = f"{where}: " if where else ""
     return f"{prefix}cannot write ({exc.strerror or exc}); free space or choose another path"

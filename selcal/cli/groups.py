@@ -93,7 +93,10 @@ SHARED = {
     "odir_mu": dict(default=DEFAULTS.odir_mu, help="dirichlet and vector: weight mu of the bias penalty (mu/K) sum b_j^2."),
     "label_col": dict(default=None, help="Name of the label column (default: the one of label, labels, target, "
                                          "targets, y)."),
-    "logits_col": dict(default=None, help="Name of the logits list column (default: 'logits')."),
+    "logits_col": dict(default=None, flags=("--logits-col", "--logits-cols"),
+                       help="The logits' list column (default: 'logits'), or the per-class columns of any names, in "
+                            "class order: A,B,C (a list), PREFIX* (a prefix) or /REGEX/ (matched whole); the last two "
+                            "in the file's column order."),
     "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
     "input_kind": dict(default=None, flags=("--input",), help=INPUT_HELP),
     "lm_norm": dict(default=None, flags=("--lm-norm",),

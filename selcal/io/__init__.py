@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .arrays import sibling_labels
 from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, input_error, expand_binary
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
@@ -84,6 +86,50 @@ register_reader(Reader(
     "npz", _suffix(".npz"),
     lambda path, *, label_col=None, logits_col=None, ignore_label=None, group_col=None:
         NpzSource(path, label_col, ignore_label, group_col, logits_col),
+))
+_FILE_READERS = ("confidence", "fd-shifts", "npz", "npy", "torch", "lm-eval", "text")
+
+
+def single_dump(path: str) -> str | None:
+    """The one dump of a folder that holds exactly one (a model's folder with its ``test.npz``; beside
+    it, other files are ignored), or None: a folder of several dumps, of Parquet parts, or of
+    segmentation images (an ``.npz`` with an array of 3 dimensions or more is an image's)."""
+    if not os.path.isdir(path):
+        return None
+    try:
+        names = sorted(n for n in os.listdir(path) if not n.startswith((".", "_")))
+    except OSError:
+        return None
+    files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+    readers = [r for r in READERS if r.name in _FILE_READERS]
+    dumps = [f for f in files if any(r.accepts(f) for r in readers)]
+    labels = {sibling_labels(f) for f in dumps if f.lower().endswith(".npy")}
+    dumps = [f for f in dumps if f not in labels]
+    if len(dumps) != 1 or any(f.lower().endswith((".parquet", ".pq")) for f in files):
+        return None
+    if dumps[0].lower().endswith(".npz"):
+        from .npz import npz_headers
+
+        try:
+            if any(len(shape) >= 3 for shape, _ in npz_headers(dumps[0]).values()):
+                return None  # a segmentation image
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+            return None
+    return dumps[0]
+
+
+def _open_single(path, **columns):
+    """The folder's one dump, opened by its own reader (with the settings that reader takes)."""
+    inner = single_dump(path)
+    reader = next(r for r in READERS if r.name in _FILE_READERS and r.accepts(inner))
+    settings = {k: v for k, v in columns.items() if k in ("label_col", "logits_col", "ignore_label", "group_col")
+                or (k in reader.settings and v is not None)}
+    return reader.open(inner, **settings)
+
+
+register_reader(Reader(  # a folder holding one ordinary dump (a model's folder): that dump (before segmentation)
+    "one-dump-folder", lambda path: single_dump(path) is not None, _open_single,
+    settings=("lm_norm", "lm_choices"),
 ))
 register_reader(Reader(
     "segmentation", is_segmentation_folder,

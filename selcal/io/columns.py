@@ -4,8 +4,10 @@ A reader describes its columns (Parquet columns, ``.npz`` arrays, the keys of a 
 dict) as a mapping name -> :class:`Kind` and asks :func:`find_label`, :func:`find_logits`
 and :func:`canonical_splits`; the rules below are CONVENTIONS.md, "Inputs and layouts".
 
-- Labels: ``--label-col`` if given, else the one column among :data:`LABEL_NAMES`.
-- Logits, first match wins: ``--logits-col``; a column ``logits``; numbered columns of one
+- Labels: ``--label-col`` if given, else the one column among :data:`LABEL_NAMES` (a prediction,
+  for a file of confidences: the one among :data:`PREDICTION_NAMES`).
+- Logits, first match wins: ``--logits-col`` (or ``--logits-cols``: per-class columns of any name, as a
+  list, a prefix or a regular expression, :func:`named_columns`); a column ``logits``; numbered columns of one
   naming family (:data:`WIDE_PREFIXES`: ``logit_0``, ``logits_0``, ``logit0``, ``logits0``,
   ``class_0``, ``prob_0``, ``probs_0``, then plain ``0`` as ``pandas.DataFrame(logits)`` writes
   them; the ``prob`` families hold probabilities, :data:`PROBABILITY_PREFIXES`); the only list
@@ -24,7 +26,12 @@ import numpy as np
 
 from ..errors import SelcalError
 
-LABEL_NAMES = ("label", "labels", "target", "targets", "y")
+# The spellings of a label column and of a prediction column (a file of confidences), one list each
+# (CONVENTIONS.md, "Column names"); a file with two of one list names the one to use with --label-col.
+LABEL_NAMES = ("label", "labels", "target", "targets", "y", "true_label", "true_labels", "y_true", "gt",
+               "ground_truth")
+PREDICTION_NAMES = ("pred", "prediction", "preds", "predictions", "predicted", "pred_label", "pred_labels",
+                    "predicted_label", "y_pred")
 SPLIT_NAME = "split"  # optional: which rows fit (val) and which are evaluated (test)
 ID_NAME = "id"  # optional: unique within a file
 BINARY_NAMES = ("logits", "logit", "score")
@@ -131,9 +138,15 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
     kinds = {name: kind for name, kind in kinds.items() if name not in exclude}
     names = list(kinds)
     if requested is not None:
-        if requested not in kinds:
+        if requested in kinds:
+            return _one_column(path, requested, kinds[requested])
+        columns = named_columns(path, requested, names)
+        if columns is None:
             raise _fail(path, None, f"no logits column '{requested}' (columns: {', '.join(names)})")
-        return _one_column(path, requested, kinds[requested])
+        for name in columns:
+            if kinds[name] is not Kind.FLOAT:
+                raise _fail(path, name, "is not a float column; logits must be float16, float32 or float64")
+        return LogitsLayout(requested, columns, True)
     if "logits" in kinds:
         return _one_column(path, "logits", kinds["logits"])
     wide = _wide_family(path, kinds)
@@ -149,6 +162,42 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
         return LogitsLayout(single[0], (single[0],), True)
     raise _fail(path, None, f"no logits found (columns: {', '.join(names)}); store them in a list column 'logits', "
                             "in columns logit_0 .. logit_{K-1} (or class_k, or probabilities prob_k), or one binary logit in a float column 'logit'")
+
+
+def named_columns(path: str, spec: str, names) -> tuple[str, ...] | None:
+    """The per-class columns that ``--logits-cols`` names, in class order: ``A,B,C`` (those columns, in
+    that order), ``PREFIX*`` (the columns whose name starts with PREFIX) or ``/REGEX/`` (those the
+    regular expression matches whole), the last two in the file's order. None: ``spec`` is one
+    column's name (no comma, no ``*`` at its end, not between slashes).
+
+    >>> named_columns("m.csv", "cat,dog", ["label", "dog", "cat"]), named_columns("m.csv", "p_*", ["p_a", "y", "p_b"])
+    (('cat', 'dog'), ('p_a', 'p_b'))
+    >>> named_columns("m.csv", "/(cat|dog)/", ["label", "dog", "cat"])
+    ('dog', 'cat')
+    """
+    names = list(names)
+    if len(spec) > 2 and spec.startswith("/") and spec.endswith("/"):
+        try:
+            pattern = re.compile(spec[1:-1])
+        except re.error as exc:
+            raise _fail(path, None, f"--logits-cols {spec}: not a regular expression ({exc})") from None
+        found, what = [n for n in names if pattern.fullmatch(n)], f"match {spec}"
+    elif spec.endswith("*") and "," not in spec:
+        found, what = [n for n in names if n.startswith(spec[:-1])], f"start with '{spec[:-1]}'"
+    elif "," in spec:
+        found = [name.strip() for name in spec.split(",") if name.strip()]
+        missing = [name for name in found if name not in names]
+        if missing:
+            raise _fail(path, None, f"--logits-cols names '{missing[0]}', which is not a column "
+                                    f"(columns: {', '.join(names)})")
+        if len(set(found)) < len(found):
+            raise _fail(path, None, f"--logits-cols {spec}: a column is named twice")
+        what = ""
+    else:
+        return None
+    if not found:
+        raise _fail(path, None, f"--logits-cols {spec}: no column names {what} (columns: {', '.join(names)})")
+    return tuple(found)
 
 
 def _one_column(path: str, name: str, kind: Kind) -> LogitsLayout:

@@ -1,8 +1,8 @@
 """Files with no logits: a confidence, a prediction and a label per row.
 
 Several public calibration repositories publish only ``true_label, pred_label, confidence``
-per image. Such a file (Parquet or ``.npz``) has a prediction column named ``pred`` or
-``prediction``, a label column, and no logits; its confidence is the column ``confidence``
+per image. Such a file (Parquet, ``.npz``, CSV, TSV or JSON Lines) has a prediction column (one of
+:data:`~selcal.io.columns.PREDICTION_NAMES`: ``pred``, ``pred_label``, ...), a label column, and no logits; its confidence is the column ``confidence``
 (or the columns given by ``--score-col`` / ``--uncertainty-col``). Every selective metric
 and the top-label calibration are computed from it; what needs logits is reported as not
 available (:func:`selcal.api.evaluate_confidences`).
@@ -20,15 +20,21 @@ import pyarrow.parquet as pq
 from ..errors import SelcalError
 from .arrays import array_kind
 from .base import DumpSource, input_error, first_null_row, labels_to_int, first_line, string_values, canonical_split_array, finite_values
-from .columns import find_label, find_logits
+from .columns import PREDICTION_NAMES, find_label, find_logits
 from .parquet import arrow_kind, local_file
+from .text import TextFile, text_format
 
-PREDICTION_NAMES = ("pred", "prediction")
 CONFIDENCE_NAME = "confidence"
 
 
 def _kinds(path: str) -> dict | None:
     """Column name -> :class:`~selcal.io.columns.Kind` read from the file's header (None: unreadable)."""
+    if text_format(path) is not None:  # CSV, TSV, JSON Lines: the types of the first rows
+        try:
+            schema = TextFile(path, text_format(path)).schema_arrow
+        except SelcalError:
+            return None
+        return {field.name: arrow_kind(field.type) for field in schema}
     if path.lower().endswith(".npz"):
         from .npz import npz_headers
 
@@ -71,6 +77,10 @@ class ConfidenceSource(DumpSource):
 
             self._arrays = load_npz(path)
             names = list(self._arrays)
+        elif text_format(path) is not None:
+            self._arrays = None
+            self.file = TextFile(path, text_format(path))
+            names = self.file.schema_arrow.names
         else:
             self._arrays = None
             try:
@@ -81,7 +91,10 @@ class ConfidenceSource(DumpSource):
         kinds = _kinds(path) or {}
         label_col = find_label(path, {k: v for k, v in kinds.items() if k not in PREDICTION_NAMES}, label_col)
         self.label_col, self.logits_col = label_col, None
-        self.pred_col = next(p for p in PREDICTION_NAMES if p in names)
+        predictions = [p for p in PREDICTION_NAMES if p in names]
+        if len(predictions) > 1:
+            raise input_error(path, None, None, f"several prediction columns ({', '.join(predictions)}); keep one")
+        self.pred_col = predictions[0]
         self.split_col = "split" if "split" in names else None
         self._names = names
         labels = self._integers(label_col)

@@ -28,6 +28,14 @@ def local_file(path: str):
 
 
 def _corrupt(path: str, exc: BaseException) -> SelcalError:
+    """A file that cannot be read as Parquet: said as what it is when its first bytes tell (a result
+    JSON given to evaluate), else as a damaged Parquet file."""
+    from .kinds import sniff, wrong_kind
+
+    kind = sniff(path)
+    if kind is not None and not kind.what.startswith("a Parquet"):
+        return input_error(path, None, None, wrong_kind(kind, "this command reads logit dumps (Parquet, CSV, JSON Lines, "
+                                                        ".npz, .npy, .pt)"))
     return input_error(path, None, None, f"not a readable Parquet file ({first_line(exc)}); was it truncated or corrupted?")
 
 

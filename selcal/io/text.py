@@ -131,9 +131,17 @@ class TextFile:
                 self._check_keys(*first)
             self.schema = self._infer(first)
         self.schema_arrow = self._arrow(self._empty()).schema
-        num_rows = sum(self._count(line, block) for line, block in self._each_block())
-        row_group = SimpleNamespace(total_byte_size=os.path.getsize(path))
-        self.metadata = SimpleNamespace(num_rows=num_rows, num_row_groups=1, row_group=lambda i: row_group)
+        self._metadata = None
+
+    @property
+    def metadata(self):
+        """The row count (a pass over the whole file, made when first asked: a reader asks, the check of
+        a file's kind does not) and the file's size, as a Parquet file's metadata says them."""
+        if self._metadata is None:
+            num_rows = sum(self._count(line, block) for line, block in self._each_block())
+            row_group = SimpleNamespace(total_byte_size=os.path.getsize(self.path))
+            self._metadata = SimpleNamespace(num_rows=num_rows, num_row_groups=1, row_group=lambda i: row_group)
+        return self._metadata
 
     # ----------------------------------------------------------------- bytes
     def _stream(self):

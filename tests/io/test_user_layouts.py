@@ -10,6 +10,7 @@ the file and the column. The ``.pt`` layouts are in tests/io/test_torch_files.py
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -225,8 +226,10 @@ def test_ambiguous_label_columns_are_named_and_label_col_wins(dumps, data, canon
 def test_no_label_column_lists_the_names_looked_for(dumps, data):
     logits, labels, split = data
     path = dumps.parquet("truth.parquet", logits, labels, label_col="truth")
-    with pytest.raises(SelcalError, match=r"no label column \(looked for label, labels, target, targets, y; columns: "
-                                          r"logits, truth\); name it with --label-col"):
+    from selcal.io.columns import LABEL_NAMES
+
+    with pytest.raises(SelcalError, match=re.escape(f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: "
+                                                    "logits, truth); name it with --label-col")):
         model_json(path)
 
 
