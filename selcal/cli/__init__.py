@@ -136,17 +136,26 @@ def _stopped(exc: Signalled) -> int:
 
 
 def _exit_with(code: int) -> None:
-    """Exit with ``code``; a signal from now on (the interpreter's shutdown: flushing the streams, ending
-    the figure workers' server) ends the process at once with the same status, saying nothing more."""
+    """Exit with ``code``. From now on a signal ends the process at once with that status, saying
+    nothing more: while the streams are flushed (a pipe nobody reads blocks) by a handler that exits;
+    then, through the interpreter's shutdown (which resets a Python handler to the default action part
+    of the way through: the process then died by the signal, status -15), by ignoring it."""
     import signal
 
     def end(signum, frame):
         os._exit(code)
 
-    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGALRM", None)):  # (SIGALRM: a re-raised signal)
-        if signum is not None:
-            try:
-                signal.signal(signum, end)
-            except Signalled:  # (one that came between two of these lines: the run is over all the same)
-                signal.signal(signum, end)
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGALRM", None)) if s is not None]
+    for signum in signals:  # (SIGALRM: a signal re-raised by rearm_dropped_signal)
+        try:
+            signal.signal(signum, end)
+        except Signalled:  # (one that came between two of these lines: the run is over all the same)
+            signal.signal(signum, end)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # (a closed pipe: said by the command already, or nothing to say)
+            pass
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
     sys.exit(code)
