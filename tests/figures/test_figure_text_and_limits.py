@@ -260,7 +260,7 @@ def test_report_summary_settings_and_warnings_first(tmp_path):
     warnings_at = page.index("class='warnings'")
     assert warnings_at < page.index("<h2 id='summary'>Summary")
     assert "look like log-probabilities" in page[warnings_at:page.index("<h2 id='summary'>Summary")]
-    assert "logp_vmax_msp not drawn" in page[warnings_at:page.index("<h2 id='summary'>Summary")]
+    assert "1 figure of logp" in page[warnings_at:page.index("<h2 id='summary'>Summary")]  # grouped, with its count
     summary = page[page.index("<h2 id='summary'>Summary"):page.index("</table>", page.index("<h2 id='summary'>Summary"))]
     assert "ECE before T: msp (%)" in summary and "ECE after T: temp (%)" in summary
     for m in (good, logp):
