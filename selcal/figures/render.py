@@ -11,6 +11,7 @@ PNG, SVG and PDF are written without a date).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -297,6 +298,23 @@ def _context():
         return multiprocessing.get_context("spawn")
 
 
+@contextlib.contextmanager
+def _sigint_blocked_in_children():
+    """SIGINT blocked in this thread's mask while the pool starts, so that the forkserver (forked and
+    exec'd from here) and the workers it forks inherit it: Ctrl-C reaches the whole process group and
+    is for the ``selcal`` process, which ends the workers. Without it a forkserver still importing its
+    preloaded modules printed a KeyboardInterrupt traceback. This process meanwhile gets the signal
+    as before: on another thread, or when the mask is restored (``signals_held`` holds it till then)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Iterator[bytes | None]:
     """Each job's bytes, in the order of ``jobs``; in ``workers`` processes when that helps."""
     workers = min(workers, len(jobs))
@@ -309,7 +327,7 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
     try:
         # A signal while the pool starts waits until it has started, so that the ``finally`` ends its workers:
         # cut in the middle, the workers already forked outlived the run and failed on its vanished semaphores.
-        with signals_held():
+        with signals_held(), _sigint_blocked_in_children():
             pool = _context().Pool(workers, initializer=_worker_start, initargs=(shipped,))
         # One job at a time to a free worker (figures differ in cost by 10x); results in plan order.
         yield from pool.imap(_worker_draw, [(job, fmt) for job in jobs], chunksize=1)

@@ -164,3 +164,16 @@ def test_a_model_figure_is_drawn_after_all_when_the_figure_across_models_is_empt
     untiled = list(figures.render_figures(small_result(), workers=1, skip_tiled=True))
     assert not [f for f in untiled if f.kind in render.TILES]
     assert len([f for f in untiled if f.kind == "vmax_msp" and f.data]) == 3
+
+
+def test_the_drawing_workers_and_their_forkserver_start_with_ctrl_c_blocked():
+    # Ctrl-C reaches the whole process group; a forkserver still importing its preloaded modules printed a
+    # KeyboardInterrupt traceback (seen on CI). What the pool's processes inherit is this thread's mask.
+    from selcal.figures.render import _sigint_blocked_in_children
+
+    probe = "import signal; print(int(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+    with _sigint_blocked_in_children():
+        inside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+    assert (inside, outside) == ("1", "0")
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
