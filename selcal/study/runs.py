@@ -117,22 +117,10 @@ def runs_from_manifest(path) -> list[Run]:
     """The runs of a CSV manifest: columns ``path``, ``recipe``, ``seed``, optionally ``dataset``,
     ``val`` (a validation dump of the run) and any other (a column of the outputs). A relative
     path is relative to the manifest's folder."""
-    import csv
+    from ..io.lists import csv_rows
 
     where = printable(str(path))
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
-    except FileNotFoundError:
-        raise SelcalError(f"{where}: no such manifest; give a CSV with the columns path, recipe, seed "
-                          "(and optionally dataset)") from None
-    except IsADirectoryError:
-        raise SelcalError(f"{where}: is a folder; --manifest takes a CSV file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise SelcalError(f"{where}: cannot be read as CSV ({type(exc).__name__}: {printable(exc)})") from None
-    rows = [row for row in rows if any(cell.strip() for cell in row)]
-    if not rows:
-        raise SelcalError(f"{where}: is empty; give a CSV with a header path,recipe,seed and a row per run")
+    rows = csv_rows(path, "--manifest takes a CSV with a header path,recipe,seed (optionally dataset) and a row per run")
     header = [cell.strip() for cell in rows[0]]
     missing = [c for c in MANIFEST_COLUMNS if c not in header]
     if missing:

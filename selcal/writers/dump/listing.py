@@ -119,20 +119,11 @@ def read_labels_csv(data, csv_path, class_map: dict[str, int] | None = None) -> 
     folder that the CSV does not name are not dumped; a named file that is missing or
     unreadable is skipped and counted like any unreadable image.
     """
-    import csv
+    from ...io.lists import csv_rows
 
     data = _check_data_folder(data)
     csv_path = str(csv_path)
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
-    except FileNotFoundError:
-        raise SelcalError(f"{csv_path}: no such file; --labels takes a CSV with the columns path,label") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise SelcalError(f"{csv_path}: cannot be read ({exc})") from None
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise SelcalError(f"{csv_path}: is empty; --labels takes a CSV with the columns path,label")
+    rows = csv_rows(csv_path, "--labels takes a CSV with the columns path,label")
     header = [c.strip().lower() for c in rows[0]]
     if "path" not in header or "label" not in header:
         raise SelcalError(f"{csv_path}: line 1: needs the columns path and label (found: {', '.join(rows[0])})")
