@@ -81,7 +81,7 @@ def evaluate(
             result = evaluation(files, val, options=options, read=reading, run=run, figures=drawing, progress=progress)
         board, notes = _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, errors_csv,
                               {"label_col": label_col or "auto (label, labels, target or y)", "logits_col": logits_col,
-                               "ignore_label": ignore_label, "group_col": group_col}, mlflow)
+                               "ignore_label": ignore_label, "group_col": group_col}, mlflow, quiet)
     except ModelsFailed as exc:  # every model was evaluated, every failed one is named; nothing is written
         for message in exc.messages:
             say(f"selcal: error: {message}")
@@ -102,7 +102,8 @@ def evaluate(
         say(f"selcal: warning: {other_rows}")
 
 
-def _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, errors_csv, settings, mlflow):
+def _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, errors_csv, settings, mlflow,
+           quiet=False):
     """Every output asked for, together at the end or none (``outputs``); the leaderboard and the notes
     to print (the figures not drawn, what was written, the MLflow run)."""
     from ..report import confident_errors_csv, leaderboard, leaderboard_csv, leaderboard_markdown
@@ -117,7 +118,7 @@ def _write(result, outputs, run, drawing, json_path, csv_path, markdown_path, er
         if errors_csv is not None:
             outputs.write(errors_csv, confident_errors_csv(result))
         notes = _write_figures(result, drawing, outputs=outputs, run_settings=settings,
-                               order=[row["model"] for row in board])
+                               order=[row["model"] for row in board], quiet=quiet)
         if drawing.plots is not None:
             notes += _write_rank_maps(result, drawing, outputs=outputs)
     if mlflow:
@@ -199,8 +200,9 @@ def _write_rank_maps(result, drawing, *, outputs=None) -> list[str]:
     return [f"{len(written)} rank maps written to {drawing.plots}"] if written else []
 
 
-def _write_figures(result, drawing, *, outputs, run_settings=None, order=None) -> list[str]:
+def _write_figures(result, drawing, *, outputs, run_settings=None, order=None, quiet=False) -> list[str]:
     """--plots and --report, staged in ``outputs``: matplotlib is imported only here, when one is asked for.
+    ``quiet`` (``-q``): no progress of the figures either.
 
     Returns the lines to print: each figure not drawn (``note: ...``, with the reason), then
     what was written."""
@@ -220,7 +222,7 @@ def _write_figures(result, drawing, *, outputs, run_settings=None, order=None) -
 
     order = order or [m.name for m in result.models]
     overview, overview_note = zoo_selection(result, order, drawing.top, drawing.baselines)  # (refuses a bad name)
-    with count_bar("figures") as progress:
+    with count_bar("figures", enabled=not quiet) as progress:
         if drawing.plots is not None:
             from ..figures import write_plots
 

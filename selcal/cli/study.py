@@ -83,7 +83,7 @@ def study(
                 if path is not None:
                     outputs.write(path, renders[option](result))
             if drawing.plots is not None or drawing.report is not None:
-                written = _figures(result, drawing, outputs)
+                written = _figures(result, drawing, outputs, quiet)
     except SelcalError as exc:
         fail_on(exc)
     except OSError as exc:  # a full disk or a vanished folder while writing
@@ -104,13 +104,13 @@ def study(
     show_warnings(result.warnings, no_warnings, of=len(result.runs))
 
 
-def _figures(result, drawing: FigureSettings, outputs) -> list[str]:
-    """--plots and --report, staged in ``outputs`` (matplotlib imported only here)."""
+def _figures(result, drawing: FigureSettings, outputs, quiet: bool = False) -> list[str]:
+    """--plots and --report, staged in ``outputs`` (matplotlib imported only here); ``-q``: no progress."""
     from ..figures.study import study_figures
 
     written = []
     fmt = drawing.plot_format
-    with count_bar("figures") as progress:
+    with count_bar("figures", enabled=not quiet) as progress:
         figures = study_figures(result, fmt, progress=progress) if drawing.plots is not None else []
         if drawing.plots is not None:
             folder = outputs.folder(drawing.plots)

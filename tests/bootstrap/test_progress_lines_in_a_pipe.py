@@ -39,3 +39,16 @@ def test_evaluate_in_a_pipe_prints_plain_progress_lines_and_q_silences_them(cli,
     assert "\x1b" not in shown.stderr and "\r" not in shown.stderr  # no bar's control characters
     quiet = cli("evaluate", path, path, "--bootstrap", "30", "-q")
     assert quiet.exit_code == 0 and "resamples" not in quiet.stderr and "models 2/2" not in quiet.stderr
+
+
+@pytest.mark.slow
+def test_figures_progress_lines_in_a_pipe_and_q_silences_them(cli, dumps, monkeypatch, tmp_path):
+    monkeypatch.setattr(progress, "PIPE_EVERY", 0.0)  # every figure drawn gets its line
+    logits, labels = make_data(n=200, seed=3)
+    path = dumps.npz("m.npz", logits, labels)
+    shown = cli("evaluate", path, "--plots", str(tmp_path / "shown"), "--figures", "rc")
+    assert shown.exit_code == 0, shown.stderr
+    assert any(line.startswith("selcal: figures ") for line in shown.stderr.splitlines()), shown.stderr
+    quiet = cli("evaluate", path, "--plots", str(tmp_path / "quiet"), "--figures", "rc", "-q")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "figures" not in quiet.stderr and list((tmp_path / "quiet").iterdir())  # drawn, silently
