@@ -160,19 +160,8 @@ class ParquetSource(DumpSource):
     def id_column(self) -> np.ndarray | None:
         if self.id_col is None:
             return None
-        columns = [self.label_col, self.id_col] + ([self.split_col] if self.split_col else [])
-        try:
-            table = self.file.read(columns=columns)
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise _corrupt(self.path, exc) from None
-        ids = string_values(self.path, self.id_col, table.column(self.id_col))
-        keep = None
-        if self.ignore_label is not None:
-            labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
-            keep = labels != self.ignore_label
-        split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
-        if split is not None:
-            keep = split != "train" if keep is None else keep & (split != "train")
+        column, keep = self._column_and_kept_rows(self.id_col)
+        ids = string_values(self.path, self.id_col, column)
         return ids if keep is None else ids[keep]
 
     def value_column(self, name: str) -> np.ndarray:
@@ -182,22 +171,28 @@ class ParquetSource(DumpSource):
         data_type = self.file.schema_arrow.field(name).type
         if not (pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_boolean(data_type)):
             raise input_error(self.path, name, None, f"has type {data_type}; expected one number per row")
+        column, keep = self._column_and_kept_rows(name)
+        column = column.combine_chunks()
+        if column.null_count:
+            raise input_error(self.path, name, first_null_row(column), "is empty (null); store a number for every row")
+        return finite_values(self.path, name, column.to_numpy(zero_copy_only=False), keep)
+
+    def _column_and_kept_rows(self, name: str) -> tuple[pa.ChunkedArray, np.ndarray | None]:
+        """The column ``name`` of every row, and the rows kept as for the logits: not the ignored
+        label, not the split 'train' (None: every row)."""
         try:
             table = self.file.read(columns=list(dict.fromkeys(
                 [self.label_col, name] + ([self.split_col] if self.split_col else []))))
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
-        column = table.column(name).combine_chunks()
-        if column.null_count:
-            raise input_error(self.path, name, first_null_row(column), "is empty (null); store a number for every row")
-        keep = None  # the kept rows, as for the logits: not the ignored label, not the split 'train'
+        keep = None
         if self.ignore_label is not None:
             labels = labels_to_int(self.path, self.label_col, None, table.column(self.label_col).combine_chunks())
             keep = labels != self.ignore_label
         split = self._split_values(table.column(self.split_col) if self.split_col else None, table.num_rows)
         if split is not None:
             keep = split != "train" if keep is None else keep & (split != "train")
-        return finite_values(self.path, name, column.to_numpy(zero_copy_only=False), keep)
+        return table.column(name), keep
 
     def image_column(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The ``image`` column of a pixel dump (``selcal.pixels`` in its metadata), as
