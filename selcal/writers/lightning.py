@@ -51,6 +51,21 @@ def _lightning_callback():
     return Callback
 
 
+def _split_hooks(split: str):
+    """The hooks of one split's epochs: its start opens the split's part, each batch's end adds the
+    step's rows, its end closes the part."""
+    def epoch_start(self, trainer, pl_module) -> None:
+        self._start(trainer, split)
+
+    def batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._add(split, outputs, batch, dataloader_idx)
+
+    def epoch_end(self, trainer, pl_module) -> None:
+        self._stop(split)
+
+    return epoch_start, batch_end, epoch_end
+
+
 def _define():
     """The class, defined on first use (importing this module never imports Lightning)."""
     Callback = _lightning_callback()
@@ -103,23 +118,8 @@ def _define():
                 writer.close() if keep else writer.abort()
 
         # ------------------------------------------------------------------ Lightning's hooks
-        def on_validation_epoch_start(self, trainer, pl_module) -> None:
-            self._start(trainer, "val")
-
-        def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-            self._add("val", outputs, batch, dataloader_idx)
-
-        def on_validation_epoch_end(self, trainer, pl_module) -> None:
-            self._stop("val")
-
-        def on_test_epoch_start(self, trainer, pl_module) -> None:
-            self._start(trainer, "test")
-
-        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-            self._add("test", outputs, batch, dataloader_idx)
-
-        def on_test_epoch_end(self, trainer, pl_module) -> None:
-            self._stop("test")
+        on_validation_epoch_start, on_validation_batch_end, on_validation_epoch_end = _split_hooks("val")
+        on_test_epoch_start, on_test_batch_end, on_test_epoch_end = _split_hooks("test")
 
         def on_exception(self, trainer, pl_module, exception) -> None:
             for split in list(self._writers):

@@ -35,8 +35,11 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import SelcalError
+
+_Self = TypeVar("_Self", bound="AllOrNothing")
 
 __all__ = ["Outputs", "Target", "classify", "input_identities", "atomic_write", "signals_held"]
 
@@ -294,7 +297,28 @@ def signals_held():
             signal.raise_signal(pending[0])
 
 
-class Outputs:
+class AllOrNothing:
+    """A ``with`` block over what is written all or not at all: what was written is kept
+    (``_keep``) when the block ends normally, and dropped (``_drop``) when it raises (an error,
+    Ctrl-C)."""
+
+    def _keep(self) -> object:
+        raise NotImplementedError
+
+    def _drop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self._keep()
+        else:
+            self._drop()
+
+
+class Outputs(AllOrNothing):
     """The output transaction of one run: outputs staged while the run goes, committed together.
 
     Check every output path with :meth:`check` before the work (refusals are one line and cost
@@ -474,14 +498,7 @@ class Outputs:
                     pass
         self.staged, self.created = [], []
 
-    def __enter__(self) -> "Outputs":
-        return self
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.discard()
+    _keep, _drop = commit, discard  # (AllOrNothing: the end of a with block)
 
     @staticmethod
     def _write_stream(target: Target) -> None:

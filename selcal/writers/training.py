@@ -28,13 +28,14 @@ from ..io.base import first_nonfinite
 from ..io.columns import SPLIT_ALIASES
 from ..io.objects import as_labels, to_numpy
 from .dump.writer import PartialParquet, rows_per_group
+from .output import AllOrNothing
 
 __all__ = ["DumpWriter", "FLOAT_TYPES"]
 
 FLOAT_TYPES = {"float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
 
 
-class DumpWriter:
+class DumpWriter(AllOrNothing):
     """Logits of a training loop's evaluation rows, written as one part of a selcal dump.
 
     Parameters
@@ -202,11 +203,4 @@ class DumpWriter:
             self._file.abort()
             self._file = None
 
-    def __enter__(self) -> DumpWriter:
-        return self
-
-    def __exit__(self, kind, error, trace) -> None:
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
+    _keep, _drop = close, abort  # (AllOrNothing: the end of a with block)
