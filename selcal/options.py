@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from decimal import Decimal, InvalidOperation
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -120,8 +121,26 @@ def split_items(text: str, option: str = "value") -> list[str]:
     return items
 
 
+def fraction(value) -> float:
+    """A number given as a fraction (``0.05``) or in percent (``"5%"``), as a float; ValueError otherwise.
+
+    A percent is divided exactly and rounded once, so ``"0.1%"`` is the float ``0.001`` (0.1 / 100 in
+    floating point is not).
+
+    >>> fraction("5%"), fraction("0.1%"), fraction(0.25), fraction(" 2.5 % ")
+    (0.05, 0.001, 0.25, 0.025)
+    """
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(Decimal(value.strip()[:-1].strip()) / 100)
+        except InvalidOperation:
+            raise ValueError(f"not a percent: {value!r}") from None
+    return float(value)
+
+
 def parse_floats(value, option: str = "value") -> tuple[float, ...]:
-    """Numbers from a list or from comma-separated text (``"0.01,0.05"``)."""
+    """Numbers from a list or from comma-separated text (``"0.01,0.05"``; a percent, ``"5%"``, is a
+    fraction: these options all take fractions)."""
     if isinstance(value, str):
         parts = split_items(value, option)
     elif np.ndim(value) == 0:
@@ -129,9 +148,9 @@ def parse_floats(value, option: str = "value") -> tuple[float, ...]:
     else:
         parts = list(value)
     try:
-        values = tuple(float(v) for v in parts)
+        values = tuple(fraction(v) for v in parts)
     except (TypeError, ValueError):
-        raise OptionError(option, "{option} takes numbers, e.g. 0.01,0.05; got " + repr(value)) from None
+        raise OptionError(option, "{option} takes numbers, e.g. 0.01,0.05 or 1%,5%; got " + repr(value)) from None
     if not values:
         raise OptionError(option, "{option} needs at least one value")
     return values

@@ -29,9 +29,10 @@ def threshold(
                                             help="A file of confidences without logits (a confidence, a prediction "
                                                  "and a label per row): the column to certify on, higher = more "
                                                  "confident (default 'confidence')."),
-    risk: str = typer.Option(f"{DEFAULT_RISK:g}", "--risk", help="Target selective risk r in (0, 1); several give a table, "
-                                                    "e.g. 0.01,0.05,0.1."),
-    delta: float = typer.Option(DEFAULT_DELTA, "--delta", help="The guarantee holds with probability at least 1 - delta."),
+    risk: str = typer.Option(f"{DEFAULT_RISK:g}", "--risk", help="Target selective risk r in (0, 1), as a fraction or "
+                                                    "in percent; several give a table, e.g. 0.01,0.05,0.1 or 1%,5%,10%."),
+    delta: str = typer.Option(f"{DEFAULT_DELTA:g}", "--delta", help="The guarantee holds with probability at least "
+                                                                    "1 - delta (a fraction, or in percent: 10%)."),
     method: str = typer.Option(THRESHOLD_METHODS[0], "--method", help="sgr (Geifman & El-Yaniv 2017) or ltt (Learn then Test, "
                                                        "fixed sequence over the coverages 1%..100%)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", show_default=False,

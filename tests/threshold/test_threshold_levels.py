@@ -126,3 +126,23 @@ def test_a_delta_split_over_the_groups_below_the_floor_is_refused_in_one_line(cl
     assert "--delta: delta 1e-300 split over 2 groups is 5e-301, below 1e-300" in line and "--delta-per-group" in line
     assert cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300",
                "--delta-per-group").exit_code == 0
+
+
+def test_risk_and_delta_in_percent_certify_exactly_as_the_fractions(cli, dump, tmp_path):
+    # The tables print risks in percent; a user copies "5%" back into --risk (it was refused).
+    as_percent = cli("threshold", dump, "--risk", "5%,10%", "--delta", "20%", "--json", tmp_path / "p.json")
+    as_fraction = cli("threshold", dump, "--risk", "0.05,0.1", "--delta", "0.2", "--json", tmp_path / "f.json")
+    assert as_percent.exit_code == as_fraction.exit_code == 0, as_percent.stderr
+    assert as_percent.stdout == as_fraction.stdout
+    assert (tmp_path / "p.json").read_text() == (tmp_path / "f.json").read_text()
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--risk", "0%", "got '0%'"), ("--risk", "100%", "got '100%'"), ("--risk", "x%", "got 'x%'"),
+    ("--delta", "0", "got '0'"), ("--delta", "150%", "got '150%'"),
+    ("--risk", "1e-400", "got '1e-400' (it rounds to 0 in float64)"),
+    ("--delta", "1e-400%", "got '1e-400%' (it rounds to 0 in float64)"),
+])
+def test_a_level_outside_the_open_interval_is_refused_saying_only_what_is_true(cli, dump, option, value, said):
+    line = _one_line(cli("threshold", dump, option, value))
+    assert line.endswith(said), line  # "0%" is 0: it does not "round to 0"
