@@ -46,6 +46,11 @@ _INFER_ROWS = 10_000
 MAX_COLUMNS = 1 << 17  # 131 072: more classes than any vocabulary's logits in a CSV (Parquet or .npy beyond)
 MAX_LINE_BYTES = 64 << 20  # one line, the header included (a row of 131 072 logits is about 3 MB)
 BLOCK_BYTES = 2 << 20  # the lines handed to polars at once (peak memory about 15 times this: tests/io)
+# What a compressed file may inflate to: INFLATE_RATIO times its size on disk, and INFLATE_FLOOR whatever its size.
+# A dump's text compresses 2 to 20 times; a bomb (1 MB of gzip, 560 MB of rows) far more: refused once read
+# past the bound, in seconds (parsing 560 MB took minutes). Decompressed first, the same file is read whole.
+INFLATE_RATIO = 100
+INFLATE_FLOOR = 128 << 20
 
 # Magic bytes: streamed (stdlib decompressors) and refused (no stream reader in the standard library,
 # or not a text file at all).
@@ -148,6 +153,8 @@ class TextFile:
         """The file's (decompressed) bytes, after a UTF-8 byte order mark if there is one (Excel writes one)."""
         try:
             stream = open_text(self.path)
+            if compression(self.path):
+                stream = _Inflated(stream, self.path)
             if stream.peek(3)[:3] == _UTF8_BOM:
                 stream.read(3)
         except _STREAM_ERRORS as exc:
@@ -343,6 +350,38 @@ class TextFile:
             if type(exc).__name__ != "PanicException":
                 raise
             raise input_error(self.path, None, None, f"cannot be read ({first_line(exc)}); save it as UTF-8 text") from None
+
+
+class _Inflated:
+    """A decompressing stream that refuses to give more than ``max(INFLATE_FLOOR, INFLATE_RATIO * size)`` bytes."""
+
+    def __init__(self, stream, path: str):
+        self.stream, self.path, self.given = stream, path, 0
+        self.bound = max(INFLATE_FLOOR, INFLATE_RATIO * os.path.getsize(path))
+
+    def _count(self, data: bytes) -> bytes:
+        self.given += len(data)
+        if self.given > self.bound:
+            raise input_error(self.path, None, None, f"inflates to more than {self.bound >> 20} MB, the most selcal "
+                              f"inflates ({INFLATE_RATIO} times the file's size, at least {INFLATE_FLOOR >> 20} MB; "
+                              "a dump's text compresses 2 to 20 times): a compression bomb? If not, decompress it "
+                              "and give the plain file, which is read at any size")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._count(self.stream.read(size))
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._count(self.stream.readline(size))
+
+    def peek(self, size: int) -> bytes:
+        return self.stream.peek(size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stream.close()
 
 
 def _reject_constant(name: str):

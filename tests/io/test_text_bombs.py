@@ -15,6 +15,7 @@ import lzma
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -97,6 +98,43 @@ def test_a_gzip_bomb_named_csv_is_refused_after_64_mb(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip() == (f"selcal: error: {path}: line 1: the header is longer than 64 MB; no dump's header "
                                    "is: is this a CSV file?")
+
+
+@pytest.mark.slow
+def test_a_small_gzip_of_valid_rows_inflating_to_560_mb_is_refused_in_seconds(tmp_path):
+    """1 MB of gzip, 560 MB of well-formed rows: read to the end, it ran for minutes; refused at the inflation bound."""
+    path = tmp_path / "rows.csv.gz"
+    with gzip.open(path, "wb", compresslevel=9) as handle:
+        handle.write(b"label,logit_0,logit_1\n")
+        for _ in range(45):
+            handle.write(b"1,0.5,-1.25\n" * (1 << 20))
+    assert path.stat().st_size < 2 << 20
+    started = time.monotonic()
+    done = _run(["evaluate", str(path), "--scores", "msp"], timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert time.monotonic() - started < 30
+    assert done.stderr.strip() == (f"selcal: error: {path}: inflates to more than 128 MB, the most selcal inflates (100 "
+                                   "times the file's size, at least 128 MB; a dump's text compresses 2 to 20 times): a "
+                                   "compression bomb? If not, decompress it and give the plain file, which is read at "
+                                   "any size")
+
+
+@pytest.mark.parametrize("opener, suffix", [(gzip.open, ".jsonl.gz"), (bz2.open, ".csv.bz2"), (lzma.open, ".csv")])
+def test_what_a_compressed_file_inflates_to_is_bounded_by_its_size(tmp_path, monkeypatch, opener, suffix):
+    monkeypatch.setattr(text_io, "INFLATE_FLOOR", 1 << 16)
+    lines = ROWS if suffix.startswith(".jsonl") else CSV_LINES
+    path = tmp_path / f"m{suffix}"
+    with opener(path, "wb") as handle:  # a few KB of ordinary rows: read
+        handle.write(("\n".join(lines) + "\n").encode())
+    assert read_dump(path).labels.size == 40
+    with opener(path, "wb") as handle:  # the same rows a thousand times over: past 100 times the file's size
+        handle.write(("\n".join(lines) + "\n").encode() + ("\n".join(lines[-40:]) + "\n").encode() * 1000)
+    assert path.stat().st_size * 100 < 1000 * len("\n".join(lines))
+    text = refused(path)
+    assert text.startswith(f"{path}: inflates to more than 0 MB, the most selcal inflates (100 times"), text
+    plain = tmp_path / "plain.csv"  # the plain file has no such bound
+    plain.write_text(("\n".join(CSV_LINES) + "\n") + ("\n".join(CSV_LINES[1:]) + "\n") * 1000)
+    assert read_dump(plain).labels.size == 40 * 1001
 
 
 def test_a_line_longer_than_the_bound_is_refused(tmp_path, monkeypatch):
