@@ -59,6 +59,13 @@ def _is_text(data_type: pa.DataType) -> bool:
             or pa.types.is_string_view(data_type) or pa.types.is_dictionary(data_type))
 
 
+def refuse_duplicated(path: str, names, row=None, where: str = "the file") -> None:
+    """One line naming the first column name (in sorted order) that ``names`` holds twice."""
+    duplicated = sorted(name for name, count in Counter(names).items() if count > 1)  # (linear: 10^5 columns)
+    if duplicated:
+        raise input_error(path, duplicated[0], row, f"appears more than once in {where}; give every column its own name")
+
+
 class ParquetSource(DumpSource):
     """A Parquet dump read by record batches: constant memory whatever its size.
 
@@ -89,9 +96,7 @@ class ParquetSource(DumpSource):
             raise input_error(path, None, None, f"its metadata claims {self.num_rows} rows but its row groups hold "
                                           f"{in_groups}; was it truncated or corrupted?")
         names = schema.names
-        duplicated = sorted(name for name, count in Counter(names).items() if count > 1)  # (linear: 10^5 columns)
-        if duplicated:
-            raise input_error(path, duplicated[0], None, "appears more than once in the file; give every column its own name")
+        refuse_duplicated(path, names)
         kinds = {f.name: arrow_kind(f.type) for f in schema}
         self.label_col = label_col = find_label(path, kinds, label_col)
         label_type = schema.field(label_col).type

@@ -17,6 +17,7 @@ so is every error of a JSON Lines line (a ``NaN`` literal included).
 from __future__ import annotations
 
 import bz2
+import csv
 import gzip
 import io
 import json
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from .columns import WIDE_COLUMN, LABEL_NAMES
 from .messages import Line, input_error, first_line
-from .parquet import ParquetSource
+from .parquet import ParquetSource, refuse_duplicated
 
 if TYPE_CHECKING:
     import polars as pl
@@ -187,6 +188,12 @@ class TextFile:
             raise input_error(self.path, None, Line(-1, 2), f"the header has {columns} columns, more than the "
                                                       f"{MAX_COLUMNS} selcal reads from a text file; write the logits "
                                                       "as one list column of a Parquet file, or as .npy")
+        text = header.decode("utf-8", "replace").rstrip("\r\n")
+        try:
+            names = next(csv.reader([text], delimiter=self.separator), [])
+        except csv.Error:  # a name past csv's field size limit (128 KB): polars says what is wrong with it
+            names = text.split(self.separator)
+        refuse_duplicated(self.path, names, Line(-1, 2), "the header")  # polars would rename the second one
         return header if header.endswith(b"\n") or not header else header + b"\n"
 
     def _blocks(self, stream, first_line: int):
@@ -283,6 +290,12 @@ class TextFile:
         if keys > MAX_COLUMNS:
             raise input_error(self.path, None, Line(line - 1, 1), f"has about {keys} keys, more than the {MAX_COLUMNS} "
                                                             "selcal reads; write the logits as one list ('logits')")
+        try:  # a key given twice: polars keeps the first, a JSON reader the last (every line's writer is the first's)
+            pairs = json.loads(text, object_pairs_hook=lambda pairs: pairs)
+        except (ValueError, RecursionError):
+            return  # polars names what is wrong with the line
+        if isinstance(pairs, list) and all(isinstance(pair, tuple) for pair in pairs):
+            refuse_duplicated(self.path, [key for key, _ in pairs], Line(line - 1, 1), "the line's object")
 
     # ----------------------------------------------------------------- errors
     def _locate(self, line: int, block: bytes, exc: BaseException, infer: bool):
