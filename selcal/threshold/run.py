@@ -977,6 +977,11 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
         read["group_col"] = group_col
     (test_path, settings, name), = _one_model(test, lm_choices, lm_norm)
     source = open_dump(test_path, **read, **settings)
+    if group_col is not None and group_col == getattr(source, "label_col", None):
+        raise OptionError("group_col", f"{source.path}: {{option}} {group_col} is the label column, which a deployed "
+                                       "model does not know, so a threshold per label cannot be applied; group by a "
+                                       "column known when the model runs (e.g. source or site), or use --per-class "
+                                       "(the predicted class)")
     if getattr(source, "confidence_only", False):
         _check_confidence_options(source.path, score=score, input_kind=input_kind, ood_label=ood_label)
         val_source = None if val is None else open_dump(val, **read)

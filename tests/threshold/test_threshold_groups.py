@@ -228,3 +228,12 @@ def test_all_groups_hold_together_with_probability_one_minus_delta(method):
 def test_the_per_group_empirical_thresholds_break_some_group_almost_always():
     # the same count fails for thresholds read off each group's cov@r: the check can fail
     assert _some_group_broken("empirical", 100) > 80
+
+
+def test_a_threshold_per_label_is_refused_since_a_deployed_model_never_knows_the_label(cli):
+    from helpers import SAMPLES
+
+    result = cli("threshold", SAMPLES / "calibrator_cifar10_resnet50_ce.parquet", "--group-col", "label")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    line, = result.stderr.strip().splitlines()
+    assert "--group-col label is the label column" in line and "--per-class" in line
