@@ -11,10 +11,11 @@ import typer
 from ..errors import SelcalError
 from ..options import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from .common import check_outputs, fail, fail_on, note_ignored, show_warnings, write_error
-from .groups import BOUND_HELP, FORMATS, build_options, shared, verdict, with_numbers
+from .groups import BOUND_HELP, FORMATS, build_options, shared, verdict, with_numbers, with_report
 from .progress import count_bar
 
 
+@with_report
 def check(
     ctx: typer.Context,
     current: Path = typer.Argument(..., help="Result JSON to check (`selcal evaluate --json`).", show_default=False),
@@ -24,12 +25,7 @@ def check(
     minimum: Optional[List[str]] = typer.Option(None, "--min", metavar="METRIC=VALUE", help="Lower bound on the current value. " + BOUND_HELP),
     metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics against the baseline (repeatable; default: accuracy, and AURC and ECE of the first score)."),
     allow_other_data: bool = typer.Option(False, "--allow-other-data", help="Judge against a baseline evaluated on other data (refused otherwise)."),
-    json_path: Optional[str] = verdict("json_path"),
-    markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown (a PR comment) to PATH; '-' for stdout."),
-    junit_path: Optional[str] = verdict("junit_path"),
-    quiet: bool = shared("quiet"),
-    no_warnings: bool = verdict("no_warnings"),
-    show_all: bool = verdict("show_all"),
+    **given: Any,  # the options of the report (groups.REPORT)
 ):
     """Check a result against a baseline and bounds: exit 0 within bounds, 1 regression, 2 bad input."""
     from .. import checks
@@ -41,19 +37,21 @@ def check(
         minima = checks.parse_bounds(minimum, "--min")
         only = checks.parse_specs(metric, "--metric")
         outputs = Outputs(inputs=[current, baseline])
-        to_stdout = check_outputs(outputs, {"--json": json_path, "--markdown": markdown_path, "--junit": junit_path})
+        to_stdout = check_outputs(outputs, _report_paths(ctx))
         current_data = checks.load_result(current)
         baseline_data = checks.load_result(baseline) if baseline is not None else None
         report = checks.check(current_data, baseline_data, tolerances=tolerances, maxima=maxima, minima=minima,
                               only=only, current_path=str(current), baseline_path=str(baseline),
-                              all_metrics=show_all and baseline is not None, allow_other_data=allow_other_data)
+                              all_metrics=given["show_all"] and baseline is not None,
+                              allow_other_data=allow_other_data)
     except SelcalError as exc:
         fail(str(exc))
     note_ignored(ctx, [("metric", "--metric", baseline is not None, "it restricts the comparison with --baseline"),
                        ("allow_other_data", "--allow-other-data", baseline is not None, "no --baseline")])
-    _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
+    _finish(ctx, report, outputs, to_stdout)
 
 
+@with_report
 @with_numbers
 def compare(
     ctx: typer.Context,
@@ -72,13 +70,7 @@ def compare(
     input_kind: Optional[str] = shared("input_kind"),
     ood_label: Optional[int] = typer.Option(None, "--ood-label", metavar="V", help="Rows with this label belong to no class: always errors, in both models."),
     pixels_per_image: Optional[int] = shared("pixels_per_image"),
-    json_path: Optional[str] = verdict("json_path"),
-    markdown_path: Optional[str] = typer.Option(None, "--markdown", help="Write the report as Markdown to PATH; '-' for stdout."),
-    junit_path: Optional[str] = verdict("junit_path"),
-    quiet: bool = shared("quiet"),
-    no_warnings: bool = verdict("no_warnings"),
-    show_all: bool = verdict("show_all"),
-    **numbers: Any,  # the options that change a number (groups.NUMBERS): read by build_options(ctx)
+    **given: Any,  # the options that change a number (groups.NUMBERS, read by build_options) and REPORT's
 ):
     """Is B worse than A? Paired-bootstrap differences B - A on the same rows: exit 1 if B is worse."""
     from .. import checks
@@ -89,36 +81,41 @@ def compare(
         tolerances = checks.parse_bounds(tolerance, "--tolerance")
         only = checks.parse_specs(metric, "--metric")
         outputs = Outputs(inputs=[file_a, file_b, *(val or [])])
-        to_stdout = check_outputs(outputs, {"--json": json_path, "--markdown": markdown_path, "--junit": junit_path})
+        to_stdout = check_outputs(outputs, _report_paths(ctx))
         with count_bar("paired bootstrap resamples") as progress:
             report = checks.compare_files(
                 file_a, file_b, val=[str(v) for v in val] if val else None, options=options, label_col=label_col,
                 logits_col=logits_col, ignore_label=ignore_label, resamples=bootstrap, seed=seed,
                 confidence=confidence, tolerances=tolerances, only=only, progress=progress,
                 pixels_per_image=pixels_per_image, input_kind=input_kind, ood_label=ood_label,
-                all_metrics=show_all, allow_other_data=allow_other_data,
+                all_metrics=given["show_all"], allow_other_data=allow_other_data,
             )
     except SelcalError as exc:
         fail_on(exc)
-    _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout, quiet, no_warnings, show_all)
+    _finish(ctx, report, outputs, to_stdout)
 
 
-def _finish(report, outputs, json_path, markdown_path, junit_path, to_stdout: list[str], quiet: bool,
-            no_warnings: bool = False, show_all: bool = False) -> None:
+def _report_paths(ctx: typer.Context) -> dict[str, str | None]:
+    """The files of the report a command was asked for, by flag."""
+    return {"--json": ctx.params["json_path"], "--markdown": ctx.params["markdown_path"],
+            "--junit": ctx.params["junit_path"]}
+
+
+def _finish(ctx: typer.Context, report, outputs, to_stdout: list[str]) -> None:
     """Write a check/compare report where asked (all files or none), show it, and exit with its status (0, 1)."""
+    given = ctx.params
     try:
         with outputs:
-            for path, text in ((json_path, report.to_json), (markdown_path, report.to_markdown),
-                               (junit_path, report.to_junit)):
+            for path, text in zip(_report_paths(ctx).values(), (report.to_json, report.to_markdown, report.to_junit)):
                 if path is not None:
                     outputs.write(path, text())
     except SelcalError as exc:
         fail(str(exc))
     except OSError as exc:
         fail(write_error(exc))
-    if not quiet and not to_stdout:
-        report.render(_report_console(), show_all=show_all)
-    show_warnings(report.warnings, no_warnings, width=100)
+    if not given["quiet"] and not to_stdout:
+        report.render(_report_console(), show_all=given["show_all"])
+    show_warnings(report.warnings, given["no_warnings"], width=100)
     raise typer.Exit(report.exit_code)
 
 

@@ -122,6 +122,8 @@ VERDICTS = {
     "tolerance": dict(default=None, flags=("--tolerance",), metavar="METRIC=VALUE",
                       help="Absolute worsening allowed (default 0). " + BOUND_HELP),
     "json_path": dict(default=None, flags=("--json",), help="Write the report as JSON to PATH; '-' for stdout."),
+    "markdown_path": dict(default=None, flags=("--markdown",),
+                          help="Write the report as Markdown (a PR comment) to PATH; '-' for stdout."),
     "junit_path": dict(default=None, flags=("--junit",), help="Write the report as JUnit XML to PATH."),
     "no_warnings": dict(default=False, flags=("--no-warnings",),
                         help=NO_WARNINGS_HELP + " The Markdown and JUnit keep them."),
@@ -150,16 +152,32 @@ def verdict(name: str):
     return _declare(VERDICTS[name])
 
 
-def with_numbers(command):
-    """Give ``command`` the options of :data:`NUMBERS` (those of Options that evaluate and compare
-    share), declared once here: its ``**numbers`` becomes these parameters for Typer."""
-    signature = inspect.signature(command)
-    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=shared(name), annotation=kind)
-             for name, kind in NUMBERS.items()]
-    command.__signature__ = signature.replace(parameters=kept + added)
-    command.__annotations__ = {**command.__annotations__, **NUMBERS}
-    return command
+# The options of a verdict's report (its files, what it shows), given to check and compare by
+# :func:`with_report`; the command reads them from ``ctx.params``.
+REPORT = {"json_path": typing.Optional[str], "markdown_path": typing.Optional[str], "junit_path": typing.Optional[str],
+          "quiet": bool, "no_warnings": bool, "show_all": bool}
+
+
+def _adding(group: dict, declare):
+    """A decorator that gives a command the options of ``group`` (name -> type), each declared by
+    ``declare(name)``: the command's ``**keywords`` become these parameters for Typer."""
+    def add(command):
+        signature = inspect.signature(command)
+        kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=declare(name), annotation=kind)
+                 for name, kind in group.items()]
+        command.__signature__ = signature.replace(parameters=kept + added)
+        command.__annotations__ = {**command.__annotations__, **group}
+        return command
+
+    return add
+
+
+#: Give a command the options of :data:`NUMBERS` (those of Options that evaluate, compare and study
+#: share), declared once here; :func:`build_options` reads them.
+with_numbers = _adding(NUMBERS, shared)
+#: Give a command the options of :data:`REPORT` (check and compare).
+with_report = _adding(REPORT, lambda name: verdict(name) if name in VERDICTS else shared(name))
 
 
 def build(ctx: typer.Context, record, **values):
