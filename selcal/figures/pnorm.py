@@ -47,12 +47,11 @@ def plot_pnorm_search(model, *, ax: Axes | None = None) -> Axes | Figure:
     model : ModelResult or EvaluationResult of one model
         With the ``pnorm`` score evaluated.
     ax : matplotlib Axes, optional
-        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
-        None: a new Figure in selcal's style.
+        Where to draw, as for :func:`~selcal.figures.selective.plot_rc`.
 
     Returns
     -------
-    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+    ``ax``, or a new Figure of the search (with no ``ax``).
     """
     from ..errors import SelcalError
 

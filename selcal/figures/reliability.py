@@ -163,14 +163,13 @@ def plot_reliability(model, score: str = "msp", *, bins: int | None = None, ax: 
     bins : int, optional
         Equal-width bins (default: the result's ``bins`` option, as its ECE).
     ax : matplotlib Axes, optional
-        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
-        None: a new Figure in selcal's style, with the confidence histogram under the diagram.
+        Where to draw the diagram, as for :func:`~selcal.figures.selective.plot_rc`.
     hist_ax : matplotlib Axes, optional
         With ``ax``: axes for the confidence histogram (log counts), e.g. the subplot below.
 
     Returns
     -------
-    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+    ``ax``, or a new Figure of the diagram over the confidence histogram (with no ``ax``).
 
     Examples
     --------
@@ -280,21 +279,21 @@ def plot_smooth_reliability(model, score: str = "msp", *, ax: Axes | None = None
     score : str, default "msp"
         A score with probabilities.
     ax : matplotlib Axes, optional
-        Where to draw (your axes: nothing else of its figure, nor any global setting, changes).
-        None: a new Figure in selcal's style.
+        Where to draw, as for :func:`~selcal.figures.selective.plot_rc`.
 
     Returns
     -------
-    ``ax``, or the new matplotlib Figure when ``ax`` is None.
+    ``ax``, or a new Figure of the curve (with no ``ax``).
 
     Examples
     --------
-    >>> from matplotlib.figure import Figure
+    A Figure of its own (in a notebook, shown as the cell's value):
+
     >>> import selcal
     >>> result = selcal.evaluate_arrays([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0], [0.5, 0.0]], [0, 1, 1, 0], scores="msp")
-    >>> ax = Figure().subplots()
-    >>> plot_smooth_reliability(result, ax=ax) is ax, ax.get_xlabel()
-    (True, 'confidence (top-label probability)')
+    >>> figure = plot_smooth_reliability(result)
+    >>> [ax.get_xlabel() for ax in figure.axes]
+    ['confidence (top-label probability)']
     """
     model = one_model(model)
     confidence, correct = score_panel(model, score)

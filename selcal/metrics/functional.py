@@ -30,10 +30,13 @@ The parameters every function shares:
 * ``score``: the confidence score that ranks the rows, ``"msp"`` by default; any score of
   ``selcal.scores.REGISTRY`` that needs no fit (``max_logit``, ``energy``, ...). Not used with
   ``input_kind="confidence"``.
+* ``bins``: the number of bins of a binned calibration metric (``--bins``): equal-width bins
+  (:func:`ece`, :func:`rmsce`, :func:`mce`, :func:`classwise_ece`), equal-mass for :func:`adaptive_ece`.
 
 Arrays may be numpy, lists, pandas or polars objects, or torch tensors (any device and float
-dtype), as for :func:`selcal.evaluate_arrays`. Each function returns a float; a value the JSON
-writes as null is NaN.
+dtype), as for :func:`selcal.evaluate_arrays`. Each function returns a float, the number
+``selcal evaluate`` reports under the key its description names; a value the JSON writes as null
+is NaN.
 """
 
 from __future__ import annotations
@@ -174,17 +177,12 @@ def aurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
          estimator: str = DEFAULTS.aurc_estimator) -> float:
     """Area under the risk-coverage curve (Geifman et al., ICLR 2019).
 
+    ``selcal evaluate`` reports it as each score's ``aurc``.
+
     Parameters
     ----------
-    y_true, y_pred, input_kind, score
-        The rows whose AURC is measured, and the score ranking them (see the module).
     estimator : {"mean", "trapz"}, default "mean"
         ``--aurc-estimator``: the mean of the selective risks over k = 1..N, or the trapezoid.
-
-    Returns
-    -------
-    aurc : float
-        Each score's ``aurc`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -199,19 +197,10 @@ def aurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
 
 def eaurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
           estimator: str = DEFAULTS.aurc_estimator) -> float:
-    """Excess AURC: AURC minus that of the oracle ordering (every correct row first).
+    """Excess AURC: AURC minus that of the oracle ordering (every correct row first), both by the
+    ``estimator`` of :func:`aurc`.
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose E-AURC is measured, and the score ranking them (see the module).
-    estimator : {"mean", "trapz"}, default "mean"
-        As for :func:`aurc`.
-
-    Returns
-    -------
-    eaurc : float
-        Each score's ``eaurc`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``eaurc``.
 
     Examples
     --------
@@ -225,15 +214,7 @@ def eaurc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp",
 def augrc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """Area under the generalised risk-coverage curve (Traub et al., NeurIPS 2024).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose AUGRC is measured, and the score ranking them (see the module).
-
-    Returns
-    -------
-    augrc : float
-        Each score's ``augrc`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``augrc``.
 
     Examples
     --------
@@ -246,17 +227,12 @@ def augrc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") 
 def coverage_at_risk(y_true, y_pred, risk: float, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The largest coverage at an operating point whose selective risk is at most ``risk`` (0 if none).
 
+    ``selcal evaluate`` reports it as each score's ``cov@RISK``.
+
     Parameters
     ----------
-    y_true, y_pred, input_kind, score
-        The rows whose coverage at ``risk`` is measured, and the score ranking them (see the module).
     risk : float
         The largest selective risk allowed, a fraction in [0, 1] (``--risks``).
-
-    Returns
-    -------
-    coverage_at_risk : float
-        Each score's ``cov@RISK`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -272,17 +248,12 @@ def coverage_at_risk(y_true, y_pred, risk: float, *, input_kind: str | None = No
 def risk_at_coverage(y_true, y_pred, coverage: float, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The selective risk at the first operating point whose coverage is at least ``coverage``.
 
+    ``selcal evaluate`` reports it as each score's ``risk@COVERAGE``.
+
     Parameters
     ----------
-    y_true, y_pred, input_kind, score
-        The rows whose selective risk at ``coverage`` is measured, and the score ranking them (see the module).
     coverage : float
         The coverage to reach, a fraction in (0, 1] (``--coverages``).
-
-    Returns
-    -------
-    risk_at_coverage : float
-        Each score's ``risk@COVERAGE`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -294,19 +265,8 @@ def risk_at_coverage(y_true, y_pred, coverage: float, *, input_kind: str | None 
 
 
 def error_auroc(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
-    """AUROC of telling correct predictions from errors by the score; ties count one half.
-
-    NaN when there is no error or no correct prediction (``null`` in the JSON).
-
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose AUROC is measured, and the score ranking them (see the module).
-
-    Returns
-    -------
-    error_auroc : float
-        Each score's ``auroc`` in the JSON of ``selcal.evaluate``.
+    """AUROC of telling correct predictions from errors by the score (ties count one half), NaN when
+    there is no error or no correct prediction (``null`` in the JSON): each score's ``auroc``.
 
     Examples
     --------
@@ -319,22 +279,15 @@ def error_auroc(y_true, y_pred, *, input_kind: str | None = None, score: str = "
 def fpr_at_95_tpr(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """The fraction of errors accepted at the highest threshold that accepts 95% of the correct predictions.
 
-    NaN when there is no error or no correct prediction (``null`` in the JSON).
-
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose FPR@95%TPR is measured, and the score ranking them (see the module).
-
-    Returns
-    -------
-    fpr_at_95_tpr : float
-        Each score's ``fpr95`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``fpr95``; NaN when there is no error or no correct
+    prediction (``null`` in the JSON).
 
     Examples
     --------
     >>> fpr_at_95_tpr([True, False, True, False], [0.9, 0.8, 0.6, 0.3], input_kind="confidence")
     0.5
+    >>> fpr_at_95_tpr([True, True], [0.9, 0.8], input_kind="confidence")  # no error
+    nan
     """
     return _number(selective.fpr_at_tpr(_curve(y_true, y_pred, input_kind, _options(scores=(score,))), 0.95))
 
@@ -344,11 +297,6 @@ def risk_coverage_curve(y_true, y_pred, *, input_kind: str | None = None,
     """The operating points of the risk-coverage curve, one per group of equal scores.
 
     The curve AURC and every selective metric read (:func:`selcal.metrics.selective.risk_coverage`).
-
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose curve is drawn, and the score ranking them (see the module).
 
     Returns
     -------
@@ -388,17 +336,7 @@ def _catalog_value(key: str, y_true, y_pred, input_kind, options: Options) -> fl
 def ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """Expected calibration error of the top-label probability, equal-width bins (Guo et al., 2017).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose ECE is measured, and the score ranking them (see the module).
-    bins : int
-        Number of equal-width bins of the ECE.
-
-    Returns
-    -------
-    ece : float
-        Each score's ``ece`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``ece``.
 
     Examples
     --------
@@ -411,17 +349,7 @@ def ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bi
 def rmsce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """RMS calibration error: ECE's bins, the root of the weighted mean squared gap (torchmetrics' ``norm="l2"``).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose RMS-CE is measured, and the score ranking them (see the module).
-    bins : int
-        Number of equal-width bins of the RMS-CE.
-
-    Returns
-    -------
-    rmsce : float
-        Each score's ``rmsce`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``rmsce``.
 
     Examples
     --------
@@ -435,19 +363,12 @@ def adaptive_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = 
                  estimator: str = DEFAULTS.aece_estimator) -> float:
     """Adaptive ECE: the calibration error over bins of equal mass.
 
+    ``selcal evaluate`` reports it as each score's ``aece``.
+
     Parameters
     ----------
-    y_true, y_pred, input_kind, score
-        The rows whose adaptive ECE is measured, and the score ranking them (see the module).
     estimator : {"equal-mass", "mbls"}, default "equal-mass"
         ``--aece-estimator``: equal-mass bins, or the bins of the MBLS code.
-    bins : int
-        Number of equal-mass bins of the adaptive ECE.
-
-    Returns
-    -------
-    adaptive_ece : float
-        Each score's ``aece`` in the JSON of ``selcal.evaluate``.
 
     Examples
     --------
@@ -461,17 +382,7 @@ def adaptive_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = 
 def mce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bins: int = DEFAULTS.bins) -> float:
     """Maximum calibration error: the largest gap between accuracy and confidence of a non-empty bin.
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose MCE is measured, and the score ranking them (see the module).
-    bins : int
-        Number of equal-width bins of the MCE.
-
-    Returns
-    -------
-    mce : float
-        Each score's ``mce`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``mce``.
 
     Examples
     --------
@@ -484,15 +395,7 @@ def mce(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp", bi
 def smooth_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "msp") -> float:
     """Smooth ECE at its own bandwidth σ* (Błasiok & Nakkiran, 2023; the fixed point of ``relplot``).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind, score
-        The rows whose smooth ECE is measured, and the score ranking them (see the module).
-
-    Returns
-    -------
-    smooth_ece : float
-        Each score's ``smece`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as each score's ``smece``.
 
     Examples
     --------
@@ -503,66 +406,45 @@ def smooth_ece(y_true, y_pred, *, input_kind: str | None = None, score: str = "m
 
 
 # ---------------------------------------------------------------------- of every class's probability
+def _row_mean(y_true, y_pred, input_kind, metric: str, field: str) -> float:
+    """The mean over the rows of the model's per-row ``field`` (``nll``, ``brier``), as ``evaluate`` takes it."""
+    from ..pipeline.measure import known_mean
+
+    return known_mean(getattr(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), metric), field))
+
+
 def nll(y_true, y_pred, *, input_kind: str | None = None) -> float:
     """Negative log-likelihood of the labels, the mean over the rows (natural logarithm).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind
-        The rows whose NLL is measured: N x K probabilities or logits (see the module).
-
-    Returns
-    -------
-    nll : float
-        The model's ``nll`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as the model's ``nll``.
 
     Examples
     --------
     >>> round(nll([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 6)
     0.458145
+    >>> round(nll([0, 1], [[0.0, 0.0], [0.0, 1.0]], input_kind="logits"), 6)  # -(log 1/2 + log e/(1+e)) / 2
+    0.503204
     """
-    from ..pipeline.measure import known_mean
-
-    return known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "NLL").nll)
+    return _row_mean(y_true, y_pred, input_kind, "NLL", "nll")
 
 
 def brier(y_true, y_pred, *, input_kind: str | None = None) -> float:
     """Brier score: the mean over the rows of sum_k (p_k - [y = k])^2 (from 0 to 2).
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind
-        The rows whose Brier score is measured: N x K probabilities or logits (see the module).
-
-    Returns
-    -------
-    brier : float
-        The model's ``brier`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as the model's ``brier``.
 
     Examples
     --------
-    >>> round(brier([0, 1], [[0.5, 0.5], [0.2, 0.8]]), 6)
+    >>> brier([0, 1], [[0.5, 0.5], [0.2, 0.8]])  # ((0.5² + 0.5²) + (0.2² + 0.2²)) / 2
     0.29
     """
-    from ..pipeline.measure import known_mean
-
-    return known_mean(_model_rows(y_true, y_pred, input_kind, _options(scores=("msp",)), "Brier").brier)
+    return _row_mean(y_true, y_pred, input_kind, "Brier", "brier")
 
 
 def classwise_ece(y_true, y_pred, *, input_kind: str | None = None, bins: int = DEFAULTS.bins) -> float:
     """Class-wise ECE: the mean over the classes of each class's binned calibration error.
 
-    Parameters
-    ----------
-    y_true, y_pred, input_kind
-        The rows whose class-wise ECE is measured: N x K probabilities or logits (see the module).
-    bins : int
-        Number of equal-width bins of the class-wise ECE.
-
-    Returns
-    -------
-    classwise_ece : float
-        The model's ``cece`` in the JSON of ``selcal.evaluate``.
+    ``selcal evaluate`` reports it as the model's ``cece``.
 
     Examples
     --------
