@@ -9,6 +9,7 @@ here, where earlier versions defined them (``from selcal.evaluate import Options
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 
@@ -96,7 +97,7 @@ def evaluate(
     from .report.leaderboard import sort_column
 
     options, read, run = settings("evaluate", options, read, run, **settings_values)
-    paths, vals = _paths(paths), None if val is None else _paths(val)
+    paths, vals = _paths(paths), None if val is None else _paths(val, "val")
     report = _hook(progress)
     if run.bootstrap:
         from .bootstrap import check_arguments
@@ -124,9 +125,20 @@ def evaluate(
     return result
 
 
-def _paths(paths) -> list[str]:
-    """One path or several, as a list of strings."""
-    return [str(paths)] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else [str(p) for p in paths]
+def _paths(paths, name: str = "paths") -> list[str]:
+    """One path or several, as a list of strings; anything else (a DataFrame, an array of logits) is
+    refused in one line pointing to :func:`evaluate_arrays` (a DataFrame was iterated as paths)."""
+    if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        return [os.fsdecode(paths)]
+    several = None if hasattr(type(paths), "columns") or not hasattr(paths, "__iter__") else list(paths)
+    wrong = paths if several is None else next((p for p in several if not (
+        isinstance(p, (str, bytes)) or hasattr(p, "__fspath__"))), None)
+    if several is None or wrong is not None:
+        library = type(wrong).__module__.split(".")[0]
+        what = ("" if library == "builtins" else library + ".") + type(wrong).__name__
+        raise SelcalError(f"{name}: got {what}, not a path; pass the path of a dump (or a list of paths), or "
+                          "arrays in memory to selcal.evaluate_arrays(logits, labels)")
+    return [os.fsdecode(p) for p in several]
 
 
 def _hook(progress) -> Callable[[str, int, int | None], None] | None:
@@ -208,7 +220,8 @@ def evaluate_arrays(
     ----------
     logits, val_logits : (N, K) or (N,) numbers: numpy arrays, lists, torch tensors (any
         device, ``requires_grad``, float16 or bfloat16), pandas or polars objects (a
-        DataFrame of logits columns).
+        DataFrame of logits columns, or a column whose values are the rows: arrays or
+        lists), polars LazyFrames (collected).
     labels, val_labels : (N,) integers 0 .. K-1 (bool and whole floats are read as integers).
     options : :class:`Options`; or give its fields as keyword arguments, e.g.
         ``scores="msp,temp"``, ``bins=20``, ``risks=[0.01]``, ``p_grid="1-10"``, ``seed=1``.

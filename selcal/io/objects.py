@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SelcalError
 from .base import OOD_GROUPS, OOD_LABEL, Dump, expand_binary, first_nonfinite
+from .messages import first_line
 
 __all__ = ["to_numpy", "as_logits", "as_labels", "array_dump"]
 
@@ -27,13 +28,18 @@ def _library(value) -> str:
 
 
 def to_numpy(value, name: str) -> np.ndarray:
-    """``value`` as a numpy array, whatever library holds it.
+    """``value`` as a numpy array, whatever library holds it; a column whose values are rows (a pandas
+    Series of arrays or lists, a polars list column, a frame of one such column) stacked N x K.
 
     Examples
     --------
     >>> to_numpy([[1.0, 2.0], [3.0, 4.0]], "logits").shape
     (2, 2)
     """
+    return _stacked(_any_numpy(value, name), name)
+
+
+def _any_numpy(value, name: str) -> np.ndarray:
     library = _library(value)
     if library == "torch":
         try:
@@ -48,14 +54,21 @@ def to_numpy(value, name: str) -> np.ndarray:
             raise SelcalError(f"{name}: a {value.dtype} tensor on {value.device} cannot be read ({reason}); "
                               "pass a tensor of numbers") from None
     if library == "polars":
-        if hasattr(value, "columns"):  # DataFrame: one column per class
-            return value.to_numpy()
-        array = value.to_numpy()
-        if array.dtype == object and array.size and isinstance(array[0], np.ndarray):  # a list column
-            return np.stack(array)
-        return array
+        if type(value).__name__ == "LazyFrame":  # the query the user wrote, run: what they would do
+            try:
+                value = value.collect()
+            except Exception as exc:  # noqa: BLE001  (polars' error: its own words, in one line)
+                raise SelcalError(f"{name}: the polars LazyFrame cannot be collected ({first_line(exc)}); "
+                                  "pass a DataFrame") from None
+        return value.to_numpy()  # a DataFrame: one column per class; a list column: an object array of rows
     if library == "pandas":
-        return value.to_numpy()
+        array = value.to_numpy()
+        if array.dtype == object:  # nullable Int64/Float64/boolean: NA is NaN, named as a file's null is
+            try:
+                return value.to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError):  # text, or a column of arrays (stacked)
+                return array
+        return array
     try:
         return np.asarray(value)
     except (TypeError, ValueError) as exc:
@@ -72,6 +85,25 @@ def _numbers(array: np.ndarray, name: str, what: str) -> np.ndarray:
         return array.astype(np.float64)
     except (TypeError, ValueError):
         raise SelcalError(f"{name}: holds values that are not numbers; {what}") from None
+
+
+def _stacked(array: np.ndarray, name: str) -> np.ndarray:
+    """An object array of rows (a pandas column of arrays or lists, a polars list column, a frame of
+    one such column) stacked N x K; any other array as it is."""
+    if array.dtype != object or array.ndim not in (1, 2) or array.ndim == 2 and array.shape[1] != 1 or not array.size:
+        return array
+    rows = array.ravel()
+    first = next((values for values in rows if values is not None), None)
+    if not isinstance(first, (np.ndarray, list, tuple)):
+        return array  # numbers (or text) as Python objects: read by the caller
+    for row, values in enumerate(rows):
+        if not isinstance(values, (np.ndarray, list, tuple)):
+            what = "is null (None)" if values is None else f"holds a {type(values).__name__}, not a row of values"
+            raise SelcalError(f"{name}: row {row} {what}; pass one list of K values per row")
+        if len(values) != len(first):
+            raise SelcalError(f"{name}: row {row} has {len(values)} values where row 0 has {len(first)}; "
+                              "pass the same K values on every row")
+    return np.stack([np.asarray(values) for values in rows])
 
 
 def as_logits(value, name: str) -> tuple[np.ndarray, bool]:

@@ -1,0 +1,107 @@
+"""pandas and polars objects in the forms users hold them, given to the Python API: a pandas column of
+arrays (the way a logits column is stored) is stacked as a polars list column is; a LazyFrame is
+collected; nullable pandas dtypes read NA as NaN (named with its row); a frame given to
+``selcal.evaluate`` (which takes paths) is refused pointing to ``evaluate_arrays``. Every refusal is
+one SelcalError naming the argument, never a traceback."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+import selcal
+from selcal.errors import SelcalError
+
+pd = pytest.importorskip("pandas")
+
+RNG = np.random.default_rng(3)
+LOGITS = RNG.normal(0, 2, (60, 4))
+LABELS = RNG.integers(0, 4, 60)
+
+
+def aurc(logits, labels=LABELS) -> float:
+    return selcal.evaluate_arrays(logits, labels, scores="msp").scores["msp"]["aurc"]
+
+
+def refused(call) -> str:
+    with pytest.raises(SelcalError) as error:
+        call()
+    assert "\n" not in str(error.value)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("column, same", [
+    (pd.Series(list(LOGITS)), LOGITS),
+    (pd.Series(list(LOGITS.astype(np.float32))), LOGITS.astype(np.float32)),
+    (pd.Series([list(row) for row in LOGITS]), LOGITS),
+    (pd.DataFrame({"logits": list(LOGITS)}), LOGITS),
+    (pl.Series([list(row) for row in LOGITS]), LOGITS),
+    (pl.DataFrame({"logits": [list(row) for row in LOGITS]}), LOGITS),
+    (pl.DataFrame(LOGITS).lazy(), LOGITS),
+], ids=["pandas arrays", "pandas float32 arrays", "pandas lists", "pandas frame of arrays", "polars list",
+        "polars frame of lists", "polars lazy frame"])
+def test_a_column_of_rows_or_a_lazy_frame_gives_the_numbers_of_the_array(column, same):
+    assert aurc(column) == aurc(same)
+
+
+def test_the_metric_functions_read_a_pandas_column_of_probability_rows():
+    probs = np.exp(LOGITS) / np.exp(LOGITS).sum(axis=1, keepdims=True)
+    assert selcal.metrics.ece(LABELS, pd.Series(list(probs))) == selcal.metrics.ece(LABELS, probs)
+
+
+def test_a_lazy_frame_of_labels_is_collected():
+    assert selcal.evaluate_arrays(LOGITS, pl.DataFrame({"y": LABELS}).lazy(), scores="msp").scores["msp"]["aurc"] \
+        == aurc(LOGITS)
+
+
+def test_a_lazy_frame_whose_query_fails_is_one_line():
+    frame = pl.DataFrame(LOGITS).lazy().select(pl.col("missing"))
+    text = refused(lambda: aurc(frame))
+    assert text.startswith("logits: the polars LazyFrame cannot be collected (") and text.endswith("; pass a DataFrame")
+
+
+@pytest.mark.parametrize("column, message", [
+    (pd.Series([np.array([1.0, 2.0]), np.array([1.0, 2.0, 3.0])] * 30),
+     "logits: row 1 has 3 values where row 0 has 2; pass the same K values on every row"),
+    (pl.Series([[1.0, 2.0], [1.0, 2.0, 3.0]] * 30),
+     "logits: row 1 has 3 values where row 0 has 2; pass the same K values on every row"),
+    (pl.Series([[1.0, 2.0], None] * 30), "logits: row 1 is null (None); pass one list of K values per row"),
+    (pl.Series([None, [1.0, 2.0]] * 30), "logits: row 0 is null (None); pass one list of K values per row"),
+    (pd.Series([np.array([1.0, 2.0]), 3.0] * 30),
+     "logits: row 1 holds a float, not a row of values; pass one list of K values per row"),
+    (pd.Series([np.array([1.0, np.nan])] * 60), "logits: row 0 holds NaN for class 1; logits must be finite"),
+    (pd.DataFrame(LOGITS, dtype="Float64").mask(lambda d: d > 3), None),
+])
+def test_a_bad_row_of_a_column_is_named_with_the_checks_of_an_array(column, message):
+    if message is None:  # pandas' nullable Float64: NA is a NaN logit, named with its row
+        row, k = map(int, np.argwhere(LOGITS > 3)[0])
+        message = f"logits: row {row} holds NaN for class {k}; logits must be finite"
+    labels = LABELS if isinstance(column, pd.DataFrame) else LABELS % 2
+    assert refused(lambda: aurc(column, labels)) == message
+
+
+def test_nullable_pandas_labels_read_na_as_a_missing_label():
+    labels = pd.Series(list(LABELS[:-1]) + [None], dtype="Int64")
+    assert refused(lambda: aurc(LOGITS, labels)) == "labels: row 59: has no label (NaN or null); labels must be " \
+                                                    "integers 0 .. K-1"
+    assert aurc(LOGITS, pd.Series(LABELS, dtype="Int64")) == aurc(LOGITS)
+
+
+@pytest.mark.parametrize("value, what", [
+    (pl.DataFrame(LOGITS), "polars.DataFrame"),
+    (pl.DataFrame(LOGITS).lazy(), "polars.LazyFrame"),
+    (pd.DataFrame(LOGITS), "pandas.DataFrame"),
+    (LOGITS, "numpy.ndarray"),
+    (3, "int"),
+])
+def test_a_frame_or_array_given_to_evaluate_is_refused_pointing_to_evaluate_arrays(value, what):
+    assert refused(lambda: selcal.evaluate(value, scores="msp")) == (
+        f"paths: got {what}, not a path; pass the path of a dump (or a list of paths), or arrays in memory to "
+        "selcal.evaluate_arrays(logits, labels)")
+
+
+def test_a_bytes_path_is_read_as_the_path(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text("label,logit_0,logit_1\n" + "".join(f"{i % 2},{i % 3}.5,-1\n" for i in range(30)))
+    assert selcal.evaluate(bytes(path), scores="msp").models[0].name == "m"
