@@ -7,7 +7,8 @@ from deep inside a metric, nor a number computed from values that cannot be what
   :data:`SUM_TOLERANCE`.
 - ``fit(val_logits, val_labels, options)``: a state the JSON can hold, once numpy scalars and
   arrays are turned into numbers and lists (:func:`selcal.results.to_jsonable`); checked only when
-  the entry writes its state as is (no ``describe``).
+  the entry writes its state as is (no ``describe``). Every number in its dicts, lists and arrays
+  finite, whatever the entry (the JSON wrote NaN as null, and the scores computed from it).
 
 A score from outside selcal (``register_score``, an entry point) that raises is also one line
 naming it; a built-in score that raises is a bug of selcal, and keeps its traceback.
@@ -73,6 +74,10 @@ def fitted_state(entry: Score, val_logits, val_labels, options):
     """``entry.fit(...)``: its state, checked to be one the JSON can hold when the entry writes it as
     is (numpy scalars and arrays are converted when it is written, not refused)."""
     state = _called(entry, "fit", entry.fit, val_logits, val_labels, options)
+    where = _nonfinite(state, "state")
+    if where is not None:
+        raise _refused(entry, "fit", f"a state holding {where[1]} at {where[0]}; every number of a fitted state "
+                                     "must be finite (a fit that did not converge?)")
     if entry.describe is None:
         try:
             json.dumps(to_jsonable(state), allow_nan=False)
@@ -80,6 +85,25 @@ def fitted_state(entry: Score, val_logits, val_labels, options):
             raise _refused(entry, "fit", f"a state the JSON cannot hold ({_short(exc)}); return numbers, "
                                          "strings, lists, dicts and numpy arrays") from None
     return state
+
+
+def _nonfinite(value, where: str) -> tuple[str, float] | None:
+    """(where, value) of the first NaN or infinite number in a state's dicts, lists and arrays, else None."""
+    if isinstance(value, dict):
+        found = (_nonfinite(item, f"{where}[{key!r}]") for key, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        found = (_nonfinite(item, f"{where}[{i}]") for i, item in enumerate(value))
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+        bad = np.argwhere(~np.isfinite(value))
+        if not bad.size:
+            return None
+        index = tuple(int(i) for i in bad[0])
+        return where + "".join(f"[{i}]" for i in index), value[index].item()
+    elif isinstance(value, (float, complex, np.floating, np.complexfloating)):
+        return None if np.isfinite(value) else (where, value)
+    else:
+        return None
+    return next((hit for hit in found if hit is not None), None)
 
 
 def _called(entry: Score, role: str, function, *args):

@@ -208,6 +208,28 @@ def test_a_state_the_json_cannot_hold_is_refused_after_the_fit(registered, state
     assert "its fit function returned a state the JSON cannot hold" in one_line_naming(exc_info)
 
 
+@pytest.mark.parametrize("state, where, value", [
+    ({"t": float("nan")}, "state['t']", "nan"),
+    ({"w": np.array([[1.0, 2.0], [3.0, np.inf]])}, "state['w'][1][1]", "inf"),
+    ([0.5, {"b": np.float32("-inf")}], "state[1]['b']", "-inf"),
+    (np.float64("nan"), "state", "nan"),
+    ({"ok": 1.0, "nested": [[1, 2], (3.0, float("nan"))]}, "state['nested'][1][1]", "nan"),
+])
+def test_a_state_holding_nan_or_inf_is_refused_naming_the_score_and_the_key(registered, state, where, value):
+    """The JSON wrote NaN as null and the scores were computed from it; now one line naming where it is."""
+    registered(fit=lambda v, y, o: state, score=lambda v, s: v.max(axis=1))
+    with pytest.raises(SelcalError) as exc_info:
+        evaluate()
+    assert one_line_naming(exc_info).endswith(
+        f"its fit function returned a state holding {value} at {where}; every number of a fitted state must be "
+        "finite (a fit that did not converge?)")
+
+
+def test_a_finite_state_with_text_and_integers_is_kept(registered):
+    registered(fit=lambda v, y, o: {"name": "nan", "k": 3, "w": np.ones(2)}, score=lambda v, s: v.max(axis=1))
+    assert "outside" in evaluate().scores
+
+
 # --------------------------------------------------------------------------- the command line
 def test_the_command_line_prints_one_line_and_exits_2(registered, tmp_path):
     registered(probabilities=lambda v, s: np.exp(v))
