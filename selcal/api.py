@@ -267,7 +267,7 @@ def evaluate_arrays(
     val = None if val_logits is None else array_dump(val_logits, val_labels, ("val_logits", "val_labels"),
                                                      ignore_label=ignore_label, input_kind=input_kind or test.input,
                                                      ood_label=ood_label)
-    options, dropped = scores_for_input(options, test.input, "logits")
+    options, dropped = scores_for_input(options, test.input, "logits", python=True)
     name = name or (model_name_of(path) if path else "model")
     model = with_input(evaluate_dump(test, val, options=options, name=name, progress=progress), test.input, dropped)
     model.path = path

@@ -200,7 +200,8 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
     logits, binary = as_logits(logits, logits_name)
     labels = as_labels(labels, labels_name, logits.shape[0], logits.shape[1], logits_name, ignore_label, ood_label)
     kept = np.ones(labels.size, dtype=bool) if ignore_label is None else labels != ignore_label
-    reading = SimpleNamespace(path=logits_name, input_kind=input_kind, detected_input=None, logits_col=None)
+    reading = SimpleNamespace(path=logits_name, input_kind=input_kind, detected_input=None, logits_col=None,
+                              python=True)  # messages name input_kind=, not --input
     own = input_logits(reading, logits[:, 1:] if binary else logits, kept, 0)  # probabilities: their logarithms
     logits = expand_binary(own) if binary else own
     if ood_label is not None and groups is None:

@@ -54,6 +54,12 @@ def _log(p: np.ndarray) -> np.ndarray:
     return out
 
 
+def said(source, kind: str) -> str:
+    """How the user names ``kind``: ``--input probs`` on the command line, ``input_kind='probs'`` to
+    the Python functions of arrays (whose reading sets ``source.python``)."""
+    return f"input_kind={kind!r}" if getattr(source, "python", False) else f"--input {kind}"
+
+
 def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> np.ndarray:
     """The logits of one batch of ``source`` (a :class:`~selcal.io.base.DumpSource`): ``values``
     as they are, or log-probabilities of probabilities; the kind is ``source.input_kind``
@@ -78,8 +84,8 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
         bad = keep & ~((p >= 0) & (p <= 1))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise input_error(source.path, column, first_row + row, f"holds {values[row, 0]!r}, not a probability of class 1 "
-                        f"(--input {kind}); pass --input logits to read it as a logit")
+            raise input_error(source.path, column, first_row + row, f"holds {float(values[row, 0])!r}, not a probability "
+                              f"of class 1 ({said(source, kind)}); pass {said(source, 'logits')} to read it as a logit")
         return (_log(p) - _log(1 - p))[:, None]
     rows = probability_rows(values) if kind == "probs" else _logprob_rows(values)
     bad = keep & ~rows
@@ -87,11 +93,11 @@ def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> n
         row = int(np.flatnonzero(bad)[0])
         what = "probabilities (each in [0, 1], summing to 1 within 1e-3)" if kind == "probs" else \
             "log-probabilities (their exponentials summing to 1 within 1e-3)"
-        why = (getattr(source, "input_reason", None) or f"--input {kind} was given" if source.input_kind
+        why = (getattr(source, "input_reason", None) or f"{said(source, kind)} was given" if source.input_kind
                else "columns prob_k hold probabilities"
                if requested else "the rows before it are probabilities, so the file was read as probabilities")
         raise input_error(source.path, column, first_row + row,
-                    f"is not a row of {what}, but {why}; fix the row, or pass --input logits")
+                    f"is not a row of {what}, but {why}; fix the row, or pass {said(source, 'logits')}")
     if kind == "logprobs":
         out = np.asarray(values, dtype=np.float64).copy()
         out[np.isneginf(out)] = LOG_ZERO

@@ -337,18 +337,20 @@ def group_metrics(result: ModelResult, options: Options) -> dict[str, dict]:
 INPUT_WORDS = {"probs": "probabilities", "logprobs": "log-probabilities"}
 
 
-def scores_for_input(options: Options, kind: str, where: str = "") -> tuple[Options, list[str]]:
+def scores_for_input(options: Options, kind: str, where: str = "", *, python: bool = False) -> tuple[Options, list[str]]:
     """``options`` without the scores not computed on a file holding probabilities or
     log-probabilities (``available_on`` in the registry: on probabilities every ``raw_logits``
     score, on log-probabilities those that read the logits' shift; CONVENTIONS.md, "Input").
-    Returns the options and the names left out."""
+    Returns the options and the names left out; ``python``: the refusal names the Python arguments."""
     if kind == "logits":
         return options, []
     dropped = [name for name in options.scores if not REGISTRY[name].available_on(kind, options)]
     kept = [name for name in options.scores if name not in dropped]
     if dropped and not kept:
         raise SelcalError(f"{where}: holds {INPUT_WORDS[kind]}, and {_and(dropped)} need{'s' if len(dropped) == 1 else ''}"
-                          " raw logits; choose scores that do not (e.g. --scores msp,temp), or pass --input logits")
+                          " raw logits; choose scores that do not (e.g. "
+                          f"{'scores=' + repr('msp,temp') if python else '--scores msp,temp'}), or pass "
+                          f"{'input_kind=' + repr('logits') if python else '--input logits'}")
     return (replace(options, scores=tuple(kept)) if dropped else options), dropped
 
 
