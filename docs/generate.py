@@ -19,8 +19,18 @@ It also writes the output of every command shown in README.md and the docs: a bl
     ...
     ```
 
-holds what ``selcal ARGS`` prints (in-process, 100 columns, no colour, run in a scratch folder that
-sees the repository's ``sample_logits/``), so no output shown can go stale.
+holds what ``selcal ARGS`` prints on stdout (in-process, 100 columns, no colour, run in a scratch folder
+that sees the repository's ``sample_logits/``); a session block
+
+    <!-- session -->                 or   <!-- session: python above -->   or   <!-- session: hf-dump -->
+    ```console
+    $ selcal ARGS                    # each `$ ` line is run in order, in one scratch folder
+    ...                              # what it printed, stderr included, and `(exit status N)` when not 0
+    ```
+
+runs the commands it shows (a line ending in a backslash goes on; a pattern is expanded as a shell does;
+``| head -n N`` and ``| grep [-A N] WORD`` filter), after a setup that writes prepared files there: the
+page's nearest ``python`` block above it, or a function of :data:`SETUPS`. So no output shown can go stale.
 
 ``tests/docs/test_docs.py`` runs :func:`pages` and :func:`shown_outputs` and compares, and checks that every
 command, option, score and metric has its place.
@@ -28,6 +38,9 @@ command, option, score and metric has its place.
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import math
 import os
 import re
 import shlex
@@ -232,24 +245,137 @@ def _metric_pages() -> dict[str, str]:
 # --------------------------------------------------------------------------- outputs shown in the docs
 
 
-def run_shown(args: str) -> str:
-    """What ``selcal ARGS`` prints, as a reader would see it in a 100-column terminal."""
-    from typer.testing import CliRunner
+ENV = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}  # what a reader's 100-column terminal gets
+SESSION_BLOCK = re.compile(r"(<!-- session(?:: (?P<setup>[^>]*?))? -->\n```(?:text|console)\n)(?P<text>.*?)(\n```)", re.S)
+PROMPT = "$ "
 
-    from selcal.cli import app
 
+@contextlib.contextmanager
+def _scratch():
+    """An empty scratch folder as the working directory, which sees the repository's ``sample_logits/``."""
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as scratch:
         os.symlink(ROOT / "sample_logits", Path(scratch) / "sample_logits")
         os.chdir(scratch)
         try:
-            result = CliRunner().invoke(app, shlex.split(args), terminal_width=100,
-                                        env={"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"})
+            yield Path(scratch)
         finally:
             os.chdir(here)
-    if result.exit_code not in (0, 1):
-        raise SystemExit(f"selcal {args}: exit {result.exit_code}\n{result.output}")
-    return result.stdout.rstrip("\n")
+
+
+def _selcal(args: list[str]) -> tuple[str, str, int]:
+    """What ``selcal ARGS`` prints (stdout; stdout and stderr as a terminal interleaves them) and its exit
+    status, through the console entry point's own handling (one-line errors, status 2), in this process.
+    Without the progress lines a long run prints in a pipe (their count depends on the machine's speed)
+    and without the spaces that pad a table's last column (an editor would strip them)."""
+    from click.testing import CliRunner
+
+    from selcal import cli
+    from selcal.cli import progress
+
+    argv, every = sys.argv, progress.PIPE_EVERY
+    with CliRunner().isolation(env=ENV) as (stdout, _, both):
+        sys.argv, progress.PIPE_EVERY = ["selcal", *args], math.inf
+        try:
+            code = cli._invoke()
+        finally:
+            sys.argv, progress.PIPE_EVERY = argv, every
+
+    def text(stream) -> str:
+        return "\n".join(line.rstrip() for line in stream.getvalue().decode().splitlines())
+
+    return text(stdout), text(both), code if isinstance(code, int) else 0
+
+
+def run_shown(args: str) -> str:
+    """What ``selcal ARGS`` prints on stdout, as a reader would see it in a 100-column terminal."""
+    with _scratch():
+        stdout, both, code = _selcal(shlex.split(args))
+    if code not in (0, 1):
+        raise SystemExit(f"selcal {args}: exit {code}\n{both}")
+    return stdout.rstrip("\n")
+
+
+# A session block runs its ``$ selcal ...`` lines in order in one scratch folder and shows each with what
+# it printed (stderr included) and, when it is not 0, its exit status. ``<!-- session: SETUP -->`` first
+# prepares files there: ``python above`` runs the page's nearest ``python`` block above the session (the
+# code the reader is shown), another name a function of SETUPS.
+
+
+def _hf_dump(page: str) -> None:
+    """A Hugging Face dataset folder of the cross-entropy ResNet-50: its val and test rows as two parts."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table("sample_logits/calibrator_cifar10_resnet50_ce.parquet")
+    Path("hf_dump/data").mkdir(parents=True)
+    for split, name in (("val", "validation"), ("test", "test")):
+        part = table.filter(pc.equal(table["split"], split)).drop_columns(["split"])
+        pq.write_table(part, f"hf_dump/data/{name}-00000-of-00001.parquet")
+
+
+def _python_above(page: str) -> None:
+    """Run the last ``python`` block of ``page`` (the page's text up to the session)."""
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    if not blocks:
+        raise SystemExit("a session with 'python above' has no python block above it")
+    exec(compile(blocks[-1], "python block above a session", "exec"), {})  # noqa: S102
+
+
+SETUPS = {"python above": _python_above, "hf-dump": _hf_dump}
+
+
+def _commands(text: str) -> list[str]:
+    """The commands of a session's text: its ``$ `` lines, a line ending in `` \\`` continued by the next."""
+    commands, lines = [], iter(text.splitlines())
+    for line in lines:
+        if line.startswith(PROMPT):
+            command = line
+            while command.endswith("\\"):
+                command += "\n" + next(lines, "")
+            commands.append(command)
+    return commands
+
+
+def _piped(output: str, stage: str) -> str:
+    """``output`` through one stage of a pipe, as the tool prints it: ``head -n N``, ``grep [-A N] WORD``."""
+    words = re.sub(r"^(head -n|grep -A) ?(\d+)", r"\1 \2", stage.strip()).split()
+    lines = output.splitlines()
+    if words[:2] == ["head", "-n"] and len(words) == 3:
+        return "\n".join(lines[:int(words[2])])
+    if words[0] == "grep" and len(words) in (2, 4) and (len(words) == 2 or words[1] == "-A"):
+        after = int(words[2]) if len(words) == 4 else 0
+        keep = sorted({i + j for i, line in enumerate(lines) if words[-1] in line for j in range(after + 1)})
+        return "\n".join(lines[i] for i in keep if i < len(lines))
+    raise SystemExit(f"a session pipes into {stage!r}: only 'head -n N' and 'grep [-A N] WORD' are run")
+
+
+def _expanded(word: str) -> list[str]:
+    """A word of a command as the shell passes it: a pattern with matches is its matching paths, in order."""
+    return sorted(glob.glob(word)) or [word] if glob.has_magic(word) else [word]
+
+
+def run_session(text: str, setup: str | None = None, page: str = "") -> str:
+    """A session's text with every command followed by what it prints now."""
+    shown = []
+    with _scratch() as scratch:
+        for name in filter(None, (s.strip() for s in (setup or "").split(","))):
+            if name not in SETUPS:
+                raise SystemExit(f"a session names the setup {name!r}: not one of {', '.join(SETUPS)}")
+            SETUPS[name](page)
+        for command in _commands(text):
+            line, *stages = command[len(PROMPT):].replace("\\\n", " ").split(" | ")
+            words = shlex.split(line, comments=True)
+            if words[0] != "selcal":
+                raise SystemExit(f"a session runs {command!r}: only selcal commands are run")
+            _, output, code = _selcal([path for word in words[1:] for path in _expanded(word)])
+            for stage in stages:
+                output = _piped(output, stage)
+            for folder in sorted({str(scratch), os.path.realpath(scratch), str(ROOT)}, key=len, reverse=True):  # paths as the reader's own
+                output = output.replace(f"{folder}/", "")
+            output = output.rstrip("\n")
+            shown += [command, *([output] if output else []), *([f"(exit status {code})"] if code else [])]
+    return "\n".join(shown)
 
 
 def documents() -> list[Path]:
@@ -258,12 +384,15 @@ def documents() -> list[Path]:
 
 
 def shown_outputs() -> dict[Path, str]:
-    """Every document with an output block, its text with each block's output as the code prints it now."""
+    """Every document with an output or session block, its text with each block's output as the code
+    prints it now."""
     done = {}
     for path in documents():
         text = path.read_text(encoding="utf-8")
-        if OUTPUT_BLOCK.search(text):
-            done[path] = OUTPUT_BLOCK.sub(lambda m: m.group(1) + run_shown(m.group("args")) + m.group(4), text)
+        if OUTPUT_BLOCK.search(text) or SESSION_BLOCK.search(text):
+            text = OUTPUT_BLOCK.sub(lambda m: m.group(1) + run_shown(m.group("args")) + m.group(4), text)
+            done[path] = SESSION_BLOCK.sub(lambda m: m.group(1) + run_session(
+                m.group("text"), m.group("setup"), m.string[:m.start()]) + m.group(4), text)
     return done
 
 
