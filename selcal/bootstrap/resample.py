@@ -11,7 +11,8 @@ from .data import RowData
 from .vectorised import Prepared
 
 
-_BLOCK_ELEMENTS = 1 << 18  # resamples x rows (or bins) per block: a few arrays of 8 MB each
+_DRAW_ELEMENTS = 1 << 18  # resamples x rows (or bins) per call of the generator: fixed, the draws depend on it
+_BLOCK_ELEMENTS = 1 << 20  # resamples x rows (or bins) per block measured at once: a few arrays of 8 MB each
 # The most resamples --bootstrap takes. Each resample keeps one float64 per metric (about 60
 # with the four default scores: 480 bytes), filled in place block by block, so the memory of
 # the values is 8 x metrics x B: about 0.5 GB at this ceiling, whatever N.
@@ -20,8 +21,8 @@ MODEL_LEVEL = tuple(k for k in catalog.model_level() if catalog.has_interval(k))
 
 
 # ------------------------------------------------------------------------ resampling
-def block_size(n: int) -> int:
-    return max(1, _BLOCK_ELEMENTS // max(n, 1))
+def block_size(n: int, elements: int = _DRAW_ELEMENTS) -> int:
+    return max(1, elements // max(n, 1))
 
 
 def draw_resamples(n: int, resamples: int, seed: int, bins: int = 0):
@@ -29,12 +30,17 @@ def draw_resamples(n: int, resamples: int, seed: int, bins: int = 0):
 
     The same (n, resamples, seed) always yields the same indices, whatever else is computed
     (``bins``, when more than n, makes the blocks smaller: per-block arrays of resamples x
-    bins stay bounded).
+    bins stay bounded). The generator is called for :data:`_DRAW_ELEMENTS` at a time (the
+    indices depend on that size), and a block yielded holds several such draws (fewer blocks:
+    less of numpy's per-call work per resample; the blocks' numbers are those of their resamples).
     """
     rng = np.random.default_rng(seed)
-    block = block_size(max(n, bins))
+    draw = block_size(max(n, bins))
+    block = draw * max(1, block_size(max(n, bins), _BLOCK_ELEMENTS) // draw)
     for start in range(0, resamples, block):
-        yield rng.integers(0, n, size=(min(block, resamples - start), n), dtype=np.int64)
+        end = min(start + block, resamples)
+        parts = [rng.integers(0, n, size=(min(draw, end - at), n), dtype=np.int64) for at in range(start, end, draw)]
+        yield parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def threads(options) -> int:

@@ -241,23 +241,28 @@ class Prepared:
             # Suffix minimum of the risk (NaN, nothing accepted, is never feasible): non-decreasing,
             # so the last point with risk <= r is found by a search.
             lowest_after = np.fmin.accumulate(risk[:, ::-1], axis=1)[:, ::-1]
-        for r in data.risks:
-            last = _search_rows(lowest_after, np.full(b, r), "right") - 1
-            out[f"cov@{r:g}"] = np.where(last >= 0, point_accepted[rows, last] / n, 0.0)
-        for c in data.coverages:
-            k = _first_at_least(c, n)
-            position = _search_rows(accepted, k, "left") - 1
-            group = ranking.group_of[position]
-            out[f"risk@{c:g}"] = errors[rows, ranking.errors_through[group]] / accepted[rows, ranking.group_end[group] + 1]
+            # every risk in one search (a column each)
+            last = _search_rows(lowest_after, np.broadcast_to(np.asarray(data.risks, dtype=np.float64), (b, len(data.risks))),
+                                "right") - 1
+            for j, r in enumerate(data.risks):
+                out[f"cov@{r:g}"] = np.where(last[:, j] >= 0, point_accepted[rows, last[:, j]] / n, 0.0)
+        if data.coverages:
+            k = np.stack([_first_at_least(c, n) for c in data.coverages], axis=1)
+            group = ranking.group_of[_search_rows(accepted, k, "left") - 1]
+            for j, c in enumerate(data.coverages):
+                out[f"risk@{c:g}"] = (errors[rows, ranking.errors_through[group[:, j]]]
+                                      / accepted[rows, ranking.group_end[group[:, j]] + 1])
         return out
 
     # ---------------------------------------------------------------- calibration
     def _calibration(self, binning: Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
-        out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator, keys=self.keys)
+        taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)  # once for all below
+        out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator, keys=self.keys,
+                             taken=taken)
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k) and self._wants(k)]
             if wanted:
-                values = self._each_resample(computation, binning, counts, name)
+                values = self._each_resample(computation, binning, counts, name, taken)
                 out.update((k, values[k]) for k in wanted)
         return out
 
@@ -277,12 +282,12 @@ class Prepared:
         return computation.resample_counts(binning.sorted_confidence, correct[binning.order], self._options())
 
     def _each_resample(self, computation: catalog.Metric, binning: Binning, counts: np.ndarray,
-                       score: str) -> dict[str, np.ndarray]:
+                       score: str, taken: np.ndarray) -> dict[str, np.ndarray]:
         """The keys of a catalog computation of the confidence with no vectorised form here, on each
-        resample: its ``resample_counts`` on the whole block (prepared once per score), else its
-        ``resample`` function once on each resample's rows."""
+        resample: its ``resample_counts`` on the whole block (prepared once per score; ``taken``: the
+        counts in the order of confidence), else its ``resample`` function once on each resample's rows."""
         if (score, computation.key) in self._counted:
-            values = self._counted[score, computation.key](counts[:, binning.order])
+            values = self._counted[score, computation.key](taken)
             return dict(zip(computation.gives, values, strict=True))
         options = self._options()
         correct = np.zeros(binning.order.size, dtype=bool)
@@ -300,7 +305,7 @@ class Prepared:
 
 def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray | None, n_bins: int,
                    aece_estimator: str = calibration.AECE_ESTIMATORS[0], per_bin: bool = False,
-                   keys: frozenset[str] | None = None) -> dict[str, np.ndarray]:
+                   keys: frozenset[str] | None = None, taken: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """ECE, RMS-CE, adaptive ECE and MCE of each resample of one probability score, from its rows'
     multiplicities ``counts`` (b, n).
 
@@ -309,22 +314,23 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
     ``binning`` whose rows are all correct (:func:`binning_of`); None: every copy of a correct row
     is correct (the bootstrap). ``per_bin``: also each equal-width bin's count, hits and
     confidence sum (``bin_count``, ``bin_hits``, ``bin_confidence``, (b, bins)). ``keys``: the metrics
-    wanted (None: all four); ECE is always computed, the others only when wanted.
+    wanted (None: all four); ECE is always computed, the others only when wanted. ``taken``: ``counts``
+    already in the order of confidence (``counts[:, binning.order]``), when the caller has it.
     """
     n = counts.sum(axis=1)  # rows in each resample
+    if taken is None:
+        taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
     if keys is not None and not keys & {"rmsce", "aece", "mce"} and hit_counts is None and not per_bin:
-        return {"ece": _ece_alone(binning, counts, n)}
+        return {"ece": _ece_alone(binning, taken, n)}
     b = counts.shape[0]
     rows = np.arange(b)[:, None]
-    order = None if binning.in_order else binning.order  # (rows already sorted: no copy in that order)
-    weight = _cumulative(counts, order)
-    confidence = _cumulative(counts, order, binning.sorted_confidence)
-    hits = _cumulative(counts if hit_counts is None else hit_counts,
-                       None if binning.in_order and binning.all_correct else binning.correct_rows)
+    weight = _cumulative(taken, None)
+    confidence = _cumulative(taken, None, binning.sorted_confidence)
+    hits_before = _hits(binning, counts, hit_counts, weight)
     # Equal-width bins: contiguous ranges of the sorted positions.
     ends = binning.bin_ends
     count = np.diff(weight[:, ends], axis=1, prepend=0).astype(np.float64)
-    bin_hits = np.diff(hits[:, binning.correct_before[ends]], axis=1, prepend=0).astype(np.float64)
+    bin_hits = np.diff(hits_before(ends), axis=1, prepend=0).astype(np.float64)
     bin_confidence = np.diff(confidence[:, ends], axis=1, prepend=0.0)
     ece = np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
     out = {"ece": ece}
@@ -333,7 +339,7 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
             out["rmsce"] = np.sqrt(np.sum(np.where(count > 0, (bin_hits - bin_confidence) ** 2 / count, 0.0),
                                           axis=1) / n)
     if (keys is None or "aece" in keys) and aece_estimator == "mbls":
-        out["aece"] = _mbls_aece(binning, n, n_bins, weight, confidence, hits)
+        out["aece"] = _mbls_aece(binning, n, n_bins, weight, confidence, hits_before)
     elif keys is None or "aece" in keys:
         # Equal-mass groups: the sorted position holding each group's last resampled row.
         m = binning.group_ends[None, :] if (n == binning.order.size).all() else _equal_mass_ends(n, n_bins)
@@ -341,11 +347,11 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
         start, end = binning.run_start[position], binning.run_end[position]
         before = weight[rows, start]
         run_weight = weight[rows, end] - before
-        hits_start = hits[rows, binning.correct_before[start]]
-        run_hits = hits[rows, binning.correct_before[end]] - hits_start
-        taken = m - before
-        hits_at = hits_start + taken * (run_hits / run_weight)
-        confidence_at = confidence[rows, start] + taken * binning.sorted_confidence[position]
+        hits_start = hits_before(start, rows)
+        run_hits = hits_before(end, rows) - hits_start
+        into = m - before  # copies of the run taken into the groups up to this boundary
+        hits_at = hits_start + into * (run_hits / run_weight)
+        confidence_at = confidence[rows, start] + into * binning.sorted_confidence[position]
         group_hits = np.diff(hits_at, axis=1, prepend=0.0)
         group_confidence = np.diff(confidence_at, axis=1, prepend=0.0)
         out["aece"] = np.sum(np.abs(group_hits - group_confidence), axis=1) / n
@@ -358,11 +364,31 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
     return out
 
 
-def _ece_alone(binning: Binning, counts: np.ndarray, n: np.ndarray) -> np.ndarray:
+def _hits(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray | None, weight: np.ndarray):
+    """``hits_before(positions, rows=all)``: the correct copies at the sorted positions before each of
+    ``positions`` ((k,), or (b, k) with ``rows`` (b, 1)) in each resample, integers. Every copy of a
+    correct row correct (``hit_counts`` None): the copies before it less the errors before it, from the
+    cumulative sums over the rows of the smaller class (the errors, for an accurate model)."""
+    if hit_counts is not None:
+        hits = _cumulative(hit_counts, None if binning.in_order and binning.all_correct else binning.correct_rows)
+        return lambda positions, rows=slice(None): hits[rows, binning.correct_before[positions]]
+    n_rows = binning.order.size
+    if 2 * binning.correct_rows.size <= n_rows:
+        hits = _cumulative(counts, binning.correct_rows)
+        return lambda positions, rows=slice(None): hits[rows, binning.correct_before[positions]]
+    correct = np.zeros(n_rows, dtype=bool)
+    correct[binning.correct_rows] = True
+    sorted_error = ~correct[binning.order]
+    errors = _cumulative(counts, binning.order[sorted_error])
+    errors_before = np.arange(n_rows + 1) - binning.correct_before  # error rows at positions < p
+    return lambda positions, rows=slice(None): weight[rows, positions] - errors[rows, errors_before[positions]]
+
+
+def _ece_alone(binning: Binning, taken: np.ndarray, n: np.ndarray) -> np.ndarray:
     """ECE of each resample when no other binned metric is wanted: each equal-width bin's sum of
     count x (correct - confidence) over its rows (contiguous in the sorted order), in one pass,
-    instead of three cumulative sums (the same value up to rounding)."""
-    taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
+    instead of three cumulative sums (the same value up to rounding). ``taken``: the counts in the
+    order of confidence."""
     gap = np.diff(binning.correct_before).astype(np.float64) - binning.sorted_confidence
     starts = np.concatenate(([0], binning.bin_ends[:-1]))
     filled = starts[binning.bin_ends > starts]  # (a bin without rows has no sum; reduceat would repeat a row)
@@ -370,7 +396,7 @@ def _ece_alone(binning: Binning, counts: np.ndarray, n: np.ndarray) -> np.ndarra
     return np.sum(np.abs(per_bin), axis=1) / n
 
 
-def _mbls_aece(binning: Binning, n: np.ndarray, n_bins: int, weight, confidence, hits) -> np.ndarray:
+def _mbls_aece(binning: Binning, n: np.ndarray, n_bins: int, weight, confidence, hits_before) -> np.ndarray:
     """Adaptive ECE of ``--aece-estimator mbls`` on each resample (as
     :func:`selcal.metrics.calibration.mbls_adaptive_calibration_error` on the repeated rows).
 
@@ -390,7 +416,7 @@ def _mbls_aece(binning: Binning, n: np.ndarray, n_bins: int, weight, confidence,
     low, high = sorted_confidence[position], sorted_confidence[next_position]
     edges = np.where(t >= n[:, None] - 1, sorted_confidence[position], (high - low) * (t - at) + low)
     ends = np.searchsorted(sorted_confidence, edges, side="right")  # positions with confidence <= edge
-    bin_hits = np.diff(hits[rows, binning.correct_before[ends]], axis=1)
+    bin_hits = np.diff(hits_before(ends, rows), axis=1)
     bin_confidence = np.diff(confidence[rows, ends], axis=1)
     return np.sum(np.abs(bin_hits - bin_confidence), axis=1) / n
 
