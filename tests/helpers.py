@@ -60,6 +60,25 @@ def make_data(n: int = 400, k: int = 4, seed: int = 1, accuracy: float = 0.75):
     return logits, labels
 
 
+def split_data(n: int, k: int, seed: int, val_every: int):
+    """:func:`make_data` with a split column: every ``val_every``-th row ``val``, the others ``test``."""
+    logits, labels = make_data(n=n, k=k, seed=seed)
+    return logits, labels, np.where(np.arange(n) % val_every == 0, "val", "test")
+
+
+def model_json(*paths, **kwargs) -> dict:
+    """The one model of ``selcal.evaluate(*paths, **kwargs).to_json()``, parsed."""
+    result = json.loads(selcal.evaluate(*[str(p) for p in paths], **kwargs).to_json())
+    assert len(result["models"]) == 1
+    return result["models"][0]
+
+
+def canonical_model(dumps, logits, labels, split, **kwargs) -> dict:
+    """:func:`model_json` of the canonical layout, a Parquet file with a split column: what every
+    other layout of the same numbers must give."""
+    return model_json(dumps.parquet("canonical.parquet", logits, labels, split=split, **kwargs))
+
+
 def boosted_logits(n: int, k: int = 4, seed: int = 0, scale: float = 2.0, boost: float = 1.0):
     """(logits float64 (n, k), labels): N(0, scale) logits whose label's logit is raised by a
     Gamma(2, boost) amount, so that the model is right more often than chance and over-confident
@@ -171,6 +190,12 @@ class Cli:
         result = self("evaluate", *args, "--json", "-")
         assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
         return strict_json(result.stdout)
+
+    def json_file(self, out: Path, *args) -> Path:
+        """``selcal evaluate ARGS --json OUT -q``; fails the test on any non-zero exit; returns OUT."""
+        result = self("evaluate", *args, "--json", out, "-q")
+        assert result.exit_code == 0, result.stderr
+        return out
 
 
 def _refuse_constant(name):
@@ -485,11 +510,15 @@ def write_parquet(path: Path, n: int = 200, k: int = 4, seed: int = 1, extra: di
     return path
 
 
-def one_error_line(result) -> str:
+def one_error_line(result, *parts: str) -> str:
+    """The one 'selcal: error:' line of a command refused with exit 2 (no traceback), naming every one
+    of ``parts``."""
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("selcal: error: "), result.stderr
     assert "Traceback" not in result.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
     return lines[0]
 
 

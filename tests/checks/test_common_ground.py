@@ -229,20 +229,13 @@ def test_leaderboard_of_other_rows_warns_naming_the_models(tmp_path, cli):
     assert "not evaluated" not in cli("evaluate", a, b, c, "-q", "--no-warnings").stderr
 
 
-def _json(cli, tmp_path, name, path, *args):
-    out = tmp_path / f"{name}.json"
-    result = cli("evaluate", path, "--json", out, "-q", *args)
-    assert result.exit_code == 0, result.stderr
-    return out
-
-
 @pytest.mark.slow
 def test_check_refuses_a_baseline_of_other_data_unless_allowed(tmp_path, cli):
     logits, labels, ids, _ = sample(split="test")
-    base = _json(cli, tmp_path, "base", write(tmp_path / "a.parquet", logits, labels, ids))
+    base = cli.json_file(tmp_path / "base.json", write(tmp_path / "a.parquet", logits, labels, ids))
     relabelled = labels.copy()
     relabelled[:50] = (relabelled[:50] + 1) % 10  # same N, same K, same split rule: other data
-    other = _json(cli, tmp_path, "other", write(tmp_path / "b.parquet", logits, relabelled, ids))
+    other = cli.json_file(tmp_path / "other.json", write(tmp_path / "b.parquet", logits, relabelled, ids))
     result = cli("check", other, "--baseline", base)
     assert result.exit_code == 2 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1

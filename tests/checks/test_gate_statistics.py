@@ -82,17 +82,10 @@ def test_interval_pvalue_is_the_normal_tail_of_the_difference():
 
 
 # ------------------------------------------------------------------ the gate in check/compare
-def _evaluate(cli, tmp_path, name, path, *args):
-    out = tmp_path / f"{name}.json"
-    result = cli("evaluate", path, "--json", out, "-q", *args)
-    assert result.exit_code == 0, result.stderr
-    return out
-
-
 @pytest.mark.slow
 def test_check_judges_the_primary_metrics_by_default_and_every_one_with_all(cli, tmp_path):
-    base = _evaluate(cli, tmp_path, "ce", CE)
-    focal = _evaluate(cli, tmp_path, "focal", FOCAL)
+    base = cli.json_file(tmp_path / "ce.json", CE)
+    focal = cli.json_file(tmp_path / "focal.json", FOCAL)
     report = json.loads(cli("check", focal, "--baseline", base, "--json", "-").stdout)
     assert [row["metric"] for row in report["rows"]] == ["accuracy", "msp.aurc", "msp.ece"]
     every = json.loads(cli("check", focal, "--baseline", base, "--json", "-", "--all").stdout)
@@ -114,8 +107,8 @@ def test_check_judges_the_primary_metrics_by_default_and_every_one_with_all(cli,
 def test_the_focal_model_passes_the_default_gate_that_failed_it(cli, tmp_path):
     """Issue 20: it failed on max_logit risk@cov 80% (1.23% -> 1.89%), a real worsening of a
     score that is not the gate's: the default gate judges accuracy, msp AURC and msp ECE."""
-    base = _evaluate(cli, tmp_path, "ce", CE, "--bootstrap", "300")
-    focal = _evaluate(cli, tmp_path, "focal", FOCAL, "--bootstrap", "300")
+    base = cli.json_file(tmp_path / "ce.json", CE, "--bootstrap", "300")
+    focal = cli.json_file(tmp_path / "focal.json", FOCAL, "--bootstrap", "300")
     result = cli("check", focal, "--baseline", base)
     assert result.exit_code == 0, result.stdout
     every = cli("check", focal, "--baseline", base, "--all", "--json", "-")
@@ -129,8 +122,8 @@ def test_the_focal_model_passes_the_default_gate_that_failed_it(cli, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "compare"])
 def test_every_default_line_fits_100_columns(cli, tmp_path, command):
-    base = _evaluate(cli, tmp_path, "ce", CE, "--bootstrap", "100")
-    focal = _evaluate(cli, tmp_path, "focal", FOCAL, "--bootstrap", "100")
+    base = cli.json_file(tmp_path / "ce.json", CE, "--bootstrap", "100")
+    focal = cli.json_file(tmp_path / "focal.json", FOCAL, "--bootstrap", "100")
     if command == "check":
         result = cli("check", focal, "--baseline", base, "--tolerance", "msp.aurc=0.001")
     else:

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from helpers import ROOT, SAMPLES
+from helpers import ROOT, SAMPLES, canonical_model, model_json
 from oracles import ref_calibration, ref_selective
 
 import selcal
@@ -31,12 +31,6 @@ REALDATA = ROOT.parent / "shared" / "realdata"  # shared/ beside the clone, as i
 LOGS = SAMPLES / "lm_eval"
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_lmeval_sample  # noqa: E402
-
-
-def model_json(path, **kwargs) -> dict:
-    result = json.loads(selcal.evaluate(str(path), **kwargs).to_json())
-    assert len(result["models"]) == 1
-    return result["models"][0]
 
 
 def real(name: str, n: int = 3000):
@@ -56,8 +50,7 @@ def resnet20():
 
 @pytest.fixture
 def canonical(dumps, resnet20):
-    logits, labels, split = resnet20
-    return model_json(dumps.parquet("canonical.parquet", logits, labels, split=split, dtype="float64"))
+    return canonical_model(dumps, *resnet20, dtype="float64")
 
 
 def wide(logits, prefix: str) -> dict:

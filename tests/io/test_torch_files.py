@@ -8,12 +8,11 @@ venv, where torch is installed). The one test of a missing torch runs everywhere
 from __future__ import annotations
 
 import builtins
-import json
 import os
 
 import numpy as np
 import pytest
-from helpers import PickleBomb
+from helpers import PickleBomb, canonical_model, model_json, split_data
 
 import selcal
 from selcal.errors import SelcalError
@@ -29,22 +28,14 @@ def _torch():
     return pytest.importorskip("torch")
 
 
-def model_json(*paths, **kwargs) -> dict:
-    result = json.loads(selcal.evaluate(*[str(p) for p in paths], **kwargs).to_json())
-    return result["models"][0]
-
-
 @pytest.fixture
-def data(h):
-    logits, labels = h.make_data(n=N, k=K, seed=8)
-    split = np.where(np.arange(N) % 4 == 0, "val", "test")
-    return logits, labels, split
+def data():
+    return split_data(N, K, seed=8, val_every=4)
 
 
 @pytest.fixture
 def canonical(dumps, data):
-    logits, labels, split = data
-    return model_json(dumps.parquet("canonical.parquet", logits, labels, split=split))
+    return canonical_model(dumps, *data)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])

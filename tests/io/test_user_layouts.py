@@ -18,20 +18,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import PickleBomb
+from helpers import PickleBomb, canonical_model, model_json, split_data
 
 import selcal
 from selcal.api import evaluate as evaluate_function
 from selcal.errors import SelcalError
 
 N, K = 300, 4
-
-
-def model_json(*paths, stream=None, **kwargs) -> dict:
-    """The one model of ``selcal.evaluate(...).to_json()``, parsed."""
-    result = json.loads(selcal.evaluate(*[str(p) for p in paths], stream=stream, **kwargs).to_json())
-    assert len(result["models"]) == 1
-    return result["models"][0]
 
 
 def both_paths(*paths, **kwargs) -> dict:
@@ -43,16 +36,13 @@ def both_paths(*paths, **kwargs) -> dict:
 
 
 @pytest.fixture
-def data(h):
-    logits, labels = h.make_data(n=N, k=K, seed=3)
-    split = np.where(np.arange(N) % 3 == 0, "val", "test")
-    return logits, labels, split
+def data():
+    return split_data(N, K, seed=3, val_every=3)
 
 
 @pytest.fixture
 def canonical(dumps, data):
-    logits, labels, split = data
-    return model_json(dumps.parquet("canonical.parquet", logits, labels, split=split))
+    return canonical_model(dumps, *data)
 
 
 @pytest.fixture

@@ -100,50 +100,60 @@ def test_errors_inside_a_tie_group_are_the_expectation_under_random_order_hand_w
     assert risk_coverage(*CASE_C).errors_at_every_k() == pytest.approx([float(w) for w in want], **EXACT)
 
 
-def test_aurc_is_the_mean_selective_risk_hand_worked():
-    # Case A, per ordering (1/N) sum_k E_k/k:
-    #   C C E E: E = 0,0,1,2 -> 0 + 0   + 1/3 + 2/4 = 5/6
-    #   C E C E: E = 0,1,1,2 -> 0 + 1/2 + 1/3 + 2/4 = 4/3
-    # average (5/6 + 4/3)/2 = 13/12; AURC = 13/12 / 4 = 13/48.
-    # Same from the expected curve E = (0, 1/2, 1, 2): 0 + 1/4 + 1/3 + 1/2 = 13/12.
-    assert ref.aurc_over_orderings(*CASE_A) == Fraction(13, 48)
-    assert aurc(risk_coverage(*CASE_A)) == pytest.approx(13 / 48, **EXACT)
-    # Case B: E = 0,1,1,1,2 -> 0 + 1/2 + 1/3 + 1/4 + 2/5 = 89/60; AURC = 89/300.
-    assert ref.aurc_over_orderings(*CASE_B) == Fraction(89, 300)
-    assert aurc(risk_coverage(*CASE_B)) == pytest.approx(89 / 300, **EXACT)
-    # Case C: E = 0, 2/3, 4/3, 2, 5/2, 3 -> 0 + 1/3 + 4/9 + 1/2 + 1/2 + 1/2 = 41/18; AURC = 41/108.
-    assert ref.aurc_over_orderings(*CASE_C) == Fraction(41, 108)
-    assert aurc(risk_coverage(*CASE_C)) == pytest.approx(41 / 108, **EXACT)
-
-
 def test_aurc_is_not_the_value_of_one_arbitrary_tie_order_hand_worked():
     # The two tie orders of case A give 5/24 and 1/3; selcal must give neither, but 13/48.
     value = aurc(risk_coverage(*CASE_A))
     assert value != pytest.approx(5 / 24) and value != pytest.approx(1 / 3)
 
 
-def test_augrc_is_the_mean_joint_error_rate_hand_worked():
-    # AUGRC = (1/N) sum_k E_k / N.
+def trapz_aurc(rc):
+    return aurc(rc, estimator="trapz")
+
+
+# (metric, its exact value by brute force in ref_selective, case, the value worked by hand below).
+HAND_WORKED = [
+    # AURC, the mean selective risk. Case A, per ordering (1/N) sum_k E_k/k:
+    #   C C E E: E = 0,0,1,2 -> 0 + 0   + 1/3 + 2/4 = 5/6
+    #   C E C E: E = 0,1,1,2 -> 0 + 1/2 + 1/3 + 2/4 = 4/3
+    # average (5/6 + 4/3)/2 = 13/12; AURC = 13/12 / 4 = 13/48.
+    # Same from the expected curve E = (0, 1/2, 1, 2): 0 + 1/4 + 1/3 + 1/2 = 13/12.
+    pytest.param(aurc, ref.aurc_over_orderings, CASE_A, Fraction(13, 48), id="aurc-A"),
+    # Case B: E = 0,1,1,1,2 -> 0 + 1/2 + 1/3 + 1/4 + 2/5 = 89/60; AURC = 89/300.
+    pytest.param(aurc, ref.aurc_over_orderings, CASE_B, Fraction(89, 300), id="aurc-B"),
+    # Case C: E = 0, 2/3, 4/3, 2, 5/2, 3 -> 0 + 1/3 + 4/9 + 1/2 + 1/2 + 1/2 = 41/18; AURC = 41/108.
+    pytest.param(aurc, ref.aurc_over_orderings, CASE_C, Fraction(41, 108), id="aurc-C"),
+    # AUGRC, the mean joint error rate: (1/N) sum_k E_k / N.
     # Case A: (0 + 1/2 + 1 + 2) / 16 = 7/32.
-    assert ref.augrc_over_orderings(*CASE_A) == Fraction(7, 32)
-    assert augrc(risk_coverage(*CASE_A)) == pytest.approx(7 / 32, **EXACT)
+    pytest.param(augrc, ref.augrc_over_orderings, CASE_A, Fraction(7, 32), id="augrc-A"),
     # Case B: (0 + 1 + 1 + 1 + 2) / 25 = 1/5.
-    assert augrc(risk_coverage(*CASE_B)) == pytest.approx(1 / 5, **EXACT)
+    pytest.param(augrc, ref.augrc_over_orderings, CASE_B, Fraction(1, 5), id="augrc-B"),
     # Case C: (0 + 2/3 + 4/3 + 2 + 5/2 + 3) / 36 = (19/2) / 36 = 19/72.
-    assert ref.augrc_over_orderings(*CASE_C) == Fraction(19, 72)
-    assert augrc(risk_coverage(*CASE_C)) == pytest.approx(19 / 72, **EXACT)
-
-
-def test_trapz_aurc_is_the_trapezoid_from_the_origin_hand_worked():
-    # Case A: points (0,0), (1/4, 0), (2/4, 1/4), (3/4, 1/3), (1, 1/2).
+    pytest.param(augrc, ref.augrc_over_orderings, CASE_C, Fraction(19, 72), id="augrc-C"),
+    # The trapezoid AURC, from the origin. Case A: points (0,0), (1/4, 0), (2/4, 1/4), (3/4, 1/3), (1, 1/2).
     # Trapezoids of width 1/4: (1/4)(1/2)[(0+0) + (0+1/4) + (1/4+1/3) + (1/3+1/2)]
     #   = (1/8)(3/12 + 7/12 + 10/12) = (1/8)(20/12) = 5/24.
     # CONVENTIONS.md: = aurc - r_N/(2N) = 13/48 - (1/2)/8 = 13/48 - 3/48 = 10/48 = 5/24.
-    assert ref.trapz_aurc_over_orderings(*CASE_A) == Fraction(5, 24)
-    assert aurc(risk_coverage(*CASE_A), estimator="trapz") == pytest.approx(5 / 24, **EXACT)
+    pytest.param(trapz_aurc, ref.trapz_aurc_over_orderings, CASE_A, Fraction(5, 24), id="trapz-A"),
     # Case B: 89/300 - (2/5)/10 = 89/300 - 12/300 = 77/300.
-    assert ref.trapz_aurc_over_orderings(*CASE_B) == Fraction(77, 300)
-    assert aurc(risk_coverage(*CASE_B), estimator="trapz") == pytest.approx(77 / 300, **EXACT)
+    pytest.param(trapz_aurc, ref.trapz_aurc_over_orderings, CASE_B, Fraction(77, 300), id="trapz-B"),
+    # The AUROC of correct against errors, ties counting 1/2.
+    # Case A: correct {0.9, 0.8}, errors {0.8, 0.1}.
+    #   (0.9, 0.8) win, (0.9, 0.1) win, (0.8, 0.8) tie = 1/2, (0.8, 0.1) win -> 3.5/4 = 7/8.
+    pytest.param(error_auroc, ref.auroc_pairs, CASE_A, Fraction(7, 8), id="auroc-A"),
+    # Case B: correct {5, 3, 2}, errors {4, 1}:
+    #   5>4 5>1 3<4 3>1 2<4 2>1 -> 4/6 = 2/3.
+    pytest.param(error_auroc, ref.auroc_pairs, CASE_B, Fraction(2, 3), id="auroc-B"),
+    # Case C: correct {9, 7, 4}, errors {7, 7, 4}:
+    #   9 beats all 3; 7 ties two 7s (1) and beats 4 (1); 4 loses to both 7s, ties 4 (1/2)
+    #   -> (3 + 2 + 1/2) / 9 = 11/18.
+    pytest.param(error_auroc, ref.auroc_pairs, CASE_C, Fraction(11, 18), id="auroc-C"),
+]
+
+
+@pytest.mark.parametrize("metric, reference, case, want", HAND_WORKED)
+def test_the_hand_worked_values(metric, reference, case, want):
+    assert reference(*case) == want
+    assert metric(risk_coverage(*case)) == pytest.approx(float(want), **EXACT)
 
 
 def test_eaurc_subtracts_the_oracle_ordering_hand_worked():
@@ -159,21 +169,6 @@ def test_eaurc_subtracts_the_oracle_ordering_hand_worked():
     # Case C: oracle C C C E E E: 1/4 + 2/5 + 3/6 = 23/20, AURC 23/120;
     # E-AURC = 41/108 - 23/120 = 410/1080 - 207/1080 = 203/1080.
     assert eaurc(risk_coverage(*CASE_C)) == pytest.approx(203 / 1080, **EXACT)
-
-
-def test_auroc_counts_correct_error_pairs_with_ties_as_half_hand_worked():
-    # Case A: correct {0.9, 0.8}, errors {0.8, 0.1}.
-    #   (0.9, 0.8) win, (0.9, 0.1) win, (0.8, 0.8) tie = 1/2, (0.8, 0.1) win -> 3.5/4 = 7/8.
-    assert ref.auroc_pairs(*CASE_A) == Fraction(7, 8)
-    assert error_auroc(risk_coverage(*CASE_A)) == pytest.approx(7 / 8, **EXACT)
-    # Case B: correct {5, 3, 2}, errors {4, 1}:
-    #   5>4 5>1 3<4 3>1 2<4 2>1 -> 4/6 = 2/3.
-    assert error_auroc(risk_coverage(*CASE_B)) == pytest.approx(2 / 3, **EXACT)
-    # Case C: correct {9, 7, 4}, errors {7, 7, 4}:
-    #   9 beats all 3; 7 ties two 7s (1) and beats 4 (1); 4 loses to both 7s, ties 4 (1/2)
-    #   -> (3 + 2 + 1/2) / 9 = 11/18.
-    assert ref.auroc_pairs(*CASE_C) == Fraction(11, 18)
-    assert error_auroc(risk_coverage(*CASE_C)) == pytest.approx(11 / 18, **EXACT)
 
 
 def test_fpr95_uses_the_highest_threshold_accepting_95_percent_of_correct_hand_worked():
@@ -324,20 +319,18 @@ def tiny_case(seed):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_aurc_augrc_and_trapz_are_the_expectation_over_all_tie_orders(seed):
+@pytest.mark.parametrize("metric, over_orderings, by_thresholds", [
+    (aurc, ref.aurc_over_orderings, ref.aurc_by_thresholds),
+    (augrc, ref.augrc_over_orderings, ref.augrc_by_thresholds),
+    (trapz_aurc, ref.trapz_aurc_over_orderings, ref.trapz_aurc_by_thresholds),
+], ids=["aurc", "augrc", "trapz"])
+def test_aurc_augrc_and_trapz_are_the_expectation_over_all_tie_orders(seed, metric, over_orderings, by_thresholds):
     score, correct = tiny_case(seed)
-    rc = risk_coverage(score, correct)
-    want_aurc = ref.aurc_over_orderings(score, correct)
-    want_augrc = ref.augrc_over_orderings(score, correct)
-    want_trapz = ref.trapz_aurc_over_orderings(score, correct)
+    want = over_orderings(score, correct)
     # The two references agree exactly: the threshold loop's per-position expectation is
     # the average over all orderings.
-    assert want_aurc == ref.aurc_by_thresholds(score, correct)
-    assert want_augrc == ref.augrc_by_thresholds(score, correct)
-    assert want_trapz == ref.trapz_aurc_by_thresholds(score, correct)
-    assert aurc(rc) == pytest.approx(float(want_aurc), **EXACT)
-    assert augrc(rc) == pytest.approx(float(want_augrc), **EXACT)
-    assert aurc(rc, estimator="trapz") == pytest.approx(float(want_trapz), **EXACT)
+    assert want == by_thresholds(score, correct)
+    assert metric(risk_coverage(score, correct)) == pytest.approx(float(want), **EXACT)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -384,6 +377,11 @@ integer_samples = st.lists(
 )
 
 
+def tied_property(test):
+    """A property over ``samples`` of ``tied_samples`` (slow: 150 examples)."""
+    return pytest.mark.slow(PROPERTY(given(samples=tied_samples)(test)))
+
+
 def unzip(samples, dtype=np.float64):
     score = np.array([s for s, _ in samples], dtype=dtype)
     correct = np.array([c for _, c in samples], dtype=bool)
@@ -404,9 +402,7 @@ def test_metrics_do_not_depend_on_row_order(data, samples):
     assert a.errors_at_every_k().tolist() == b.errors_at_every_k().tolist()
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(samples=tied_samples)
+@tied_property
 def test_metrics_match_the_reference_on_heavily_tied_data(samples):
     score, correct = unzip(samples)
     assert_matches_reference(metrics(score, correct), ref.selective_metrics_reference(score, correct))
@@ -434,9 +430,7 @@ def test_metrics_do_not_change_under_strictly_increasing_transforms(samples, nam
         assert metrics(transformed, correct, estimator) == metrics(score, correct, estimator)
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(samples=tied_samples)
+@tied_property
 def test_reversing_the_score_turns_auroc_into_one_minus_auroc(samples):
     score, correct = unzip(samples)
     forward = error_auroc(risk_coverage(score, correct))
@@ -447,9 +441,7 @@ def test_reversing_the_score_turns_auroc_into_one_minus_auroc(samples):
         assert backward == pytest.approx(1 - forward, **EXACT)
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(samples=tied_samples)
+@tied_property
 def test_eaurc_is_never_negative_and_the_oracle_score_is_never_worse(samples):
     score, correct = unzip(samples)
     rc = risk_coverage(score, correct)
@@ -461,9 +453,7 @@ def test_eaurc_is_never_negative_and_the_oracle_score_is_never_worse(samples):
         assert eaurc(rc, estimator) == pytest.approx(aurc(rc, estimator) - aurc(oracle, estimator), **EXACT)
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(samples=tied_samples)
+@tied_property
 def test_every_metric_is_a_fraction_between_zero_and_one(samples):
     score, correct = unzip(samples)
     rc = risk_coverage(score, correct)
@@ -475,9 +465,7 @@ def test_every_metric_is_a_fraction_between_zero_and_one(samples):
     assert np.all((0 < rc.coverage) & (rc.coverage <= 1)) and rc.coverage[-1] == 1
 
 
-@pytest.mark.slow
-@PROPERTY
-@given(samples=tied_samples)
+@tied_property
 def test_augrc_never_exceeds_aurc(samples):
     # E_k / N <= E_k / k for every k <= N.
     score, correct = unzip(samples)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from helpers import (
     boosted_logits,  # noqa: E402
+    one_error_line,
     save_npz,
     shifted_logits,
 )
@@ -117,20 +118,11 @@ def test_compare_judges_calibrators_on_paired_resamples(cli, two_dumps):
 
 
 # --------------------------------------------------------------------------- refusals
-def _one_line_refusal(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("selcal: error: "), lines
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
-
 def test_too_few_validation_rows_for_each_calibrator(cli, tmp_path):
     logits, labels = data(n=100, k=10)
     path = write_dump(tmp_path / "m.parquet", logits, labels, 5)
     for name in ("vector", "dirichlet", "isotonic"):
-        _one_line_refusal(cli("evaluate", path, "--scores", f"msp,{name}", "--json", tmp_path / "o.json"),
+        one_error_line(cli("evaluate", path, "--scores", f"msp,{name}", "--json", tmp_path / "o.json"),
                           f"{name} needs at least 10 validation rows (K = 10), got 5")
     assert not (tmp_path / "o.json").exists()  # no output half-written
 
@@ -142,7 +134,7 @@ def test_dirichlet_refuses_a_k_beyond_its_memory_limit_in_one_line(cli, tmp_path
     logits, labels = data(n=300, k=6)
     path = write_dump(tmp_path / "m.parquet", logits, labels, 100)
     monkeypatch.setattr(calibrators, "DIRICHLET_MEMORY_LIMIT", calibrators.dirichlet_memory(100, 6) - 1)
-    _one_line_refusal(cli("evaluate", path, "--scores", "calibrators"),
+    one_error_line(cli("evaluate", path, "--scores", "calibrators"),
                       "dirichlet: K = 6 classes with 100 validation rows", "use vector, ets or temp")
 
 
@@ -151,7 +143,7 @@ def test_an_uncertified_fit_says_so_and_suggests_a_larger_odir_lambda(cli, tmp_p
     path = write_dump(tmp_path / "m.parquet", logits, labels, 100)
     monkeypatch.setattr(calibrators, "MAX_OUTER_ITERATIONS", 2)  # a small budget, and a certificate
     monkeypatch.setattr(calibrators, "GRADIENT_TOLERANCE", 0.0)  # no gradient can meet
-    _one_line_refusal(cli("evaluate", path, "--scores", "msp,dirichlet"),
+    one_error_line(cli("evaluate", path, "--scores", "msp,dirichlet"),
                       "dirichlet: the optimum could not be certified", "try a larger --odir-lambda")
 
 

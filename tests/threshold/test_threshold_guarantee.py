@@ -268,23 +268,18 @@ levels = st.floats(0.01, 0.99)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("varied, fixed_name", [("delta", "risk"), ("risk", "delta")])
 @settings(max_examples=150, deadline=None)
 @given(rows, levels, levels, levels, st.sampled_from(th.METHODS))
-def test_a_larger_delta_never_gives_a_lower_coverage(data, risk, delta_a, delta_b, method):
+def test_a_larger_delta_or_target_never_gives_a_lower_coverage(varied, fixed_name, data, fixed, level_a, level_b,
+                                                                method):
     score, correct = [s for s, _ in data], [c for _, c in data]
-    low, high = sorted((delta_a, delta_b))
-    assert th.certify(score, correct, risk=risk, delta=low, method=method).coverage <= \
-        th.certify(score, correct, risk=risk, delta=high, method=method).coverage
+    low, high = sorted((level_a, level_b))
 
+    def coverage(level):
+        return th.certify(score, correct, method=method, **{varied: level, fixed_name: fixed}).coverage
 
-@pytest.mark.slow
-@settings(max_examples=150, deadline=None)
-@given(rows, levels, levels, levels, st.sampled_from(th.METHODS))
-def test_a_larger_target_never_gives_a_lower_coverage(data, delta, risk_a, risk_b, method):
-    score, correct = [s for s, _ in data], [c for _, c in data]
-    low, high = sorted((risk_a, risk_b))
-    assert th.certify(score, correct, risk=low, delta=delta, method=method).coverage <= \
-        th.certify(score, correct, risk=high, delta=delta, method=method).coverage
+    assert coverage(low) <= coverage(high)
 
 
 @pytest.mark.slow

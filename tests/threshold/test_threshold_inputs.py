@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SAMPLES, strict_json
+from helpers import SAMPLES, one_error_line, strict_json
 
 import selcal
 from selcal.io import read_dump
@@ -15,15 +15,6 @@ from selcal.threshold.run import threshold_dump
 LOGS = SAMPLES / "lm_eval" / "synthetic__llm-large"
 MIXED = LOGS / "samples_arc_synth_2026-11-25T14-00-00.000000.jsonl"  # 11 questions of 3 choices, 63 of 4, 26 of 5
 SINGLE = LOGS / "samples_mmlu_synth_2026-11-25T14-00-00.000000.jsonl"
-
-
-def _one_line_refusal(result, *parts):
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("selcal: error: ") and "Traceback" not in result.stderr, lines
-    for part in parts:
-        assert part in lines[0], lines[0]
-    return lines[0]
 
 
 # ------------------------------------------------------------------ --lm-choices
@@ -54,7 +45,7 @@ def test_lm_choices_on_a_folder_of_one_mixed_log_and_on_a_log_of_one_count(cli, 
 
 
 def test_a_mixed_log_without_lm_choices_is_the_readers_refusal(cli):
-    line = _one_line_refusal(cli("threshold", MIXED), str(MIXED), "column 'filtered_resps', line 5",
+    line = one_error_line(cli("threshold", MIXED), str(MIXED), "column 'filtered_resps', line 5",
                              "3, 4, 5 choices")
     try:
         read_dump(MIXED)
@@ -63,14 +54,14 @@ def test_a_mixed_log_without_lm_choices_is_the_readers_refusal(cli):
 
 
 def test_lm_choices_that_the_log_lacks_is_one_line(cli):
-    _one_line_refusal(cli("threshold", MIXED, "--lm-choices", "7"), str(MIXED),
+    one_error_line(cli("threshold", MIXED, "--lm-choices", "7"), str(MIXED),
                       "has no question of 7 choices (it has 3, 4, 5); give --lm-choices one of them")
 
 
 def test_lm_choices_on_a_file_that_is_no_log_is_refused(cli, dumps):
     logits = np.random.default_rng(0).normal(size=(200, 4))
     path = dumps.parquet("m.parquet", logits, logits.argmax(axis=1))
-    _one_line_refusal(cli("threshold", path, "--lm-choices", "4"), str(path), "--lm-choices is for "
+    one_error_line(cli("threshold", path, "--lm-choices", "4"), str(path), "--lm-choices is for "
                       "lm-evaluation-harness sample logs", "leave out --lm-choices")
     with pytest.raises(selcal.SelcalError, match="lm_choices is for lm-evaluation-harness"):
         selcal.threshold(str(path), lm_choices=4)
@@ -86,10 +77,10 @@ def test_lm_norm_reads_the_log_as_evaluate_does(cli, dumps):
     assert strict_json(normed.stdout) == strict_json(direct.to_json())
     raw = threshold_dump(read_dump(MIXED, lm_choices=4), risk=0.3, options=selcal.Options(val_fraction=0.5))
     assert direct.calibration_curve.thresholds.tolist() != raw.calibration_curve.thresholds.tolist()
-    _one_line_refusal(cli("threshold", MIXED, "--lm-norm", "words", *args), "--lm-norm must be one of none, chars, bytes")
+    one_error_line(cli("threshold", MIXED, "--lm-norm", "words", *args), "--lm-norm must be one of none, chars, bytes")
     logits = np.random.default_rng(0).normal(size=(200, 4))
     path = dumps.parquet("m.parquet", logits, logits.argmax(axis=1))
-    _one_line_refusal(cli("threshold", path, "--lm-norm", "chars"), str(path), "--lm-norm is for "
+    one_error_line(cli("threshold", path, "--lm-norm", "chars"), str(path), "--lm-norm is for "
                       "lm-evaluation-harness sample logs", "leave out --lm-norm")
 
 
@@ -196,7 +187,7 @@ def test_another_column_and_a_val_file_of_confidences(cli, dumps):
 def test_a_confidence_file_refuses_what_needs_logits_in_one_line(cli, dumps, tmp_path, args, parts):
     path = _hand_worked(dumps)
     out = tmp_path / "answer.json"
-    _one_line_refusal(cli("threshold", path, *args, "--json", out), str(path), *parts)
+    one_error_line(cli("threshold", path, *args, "--json", out), str(path), *parts)
     assert not out.exists()
 
 
@@ -204,19 +195,19 @@ def test_a_confidence_file_with_a_logits_val_file_or_a_bad_value_is_one_line(cli
     path = _hand_worked(dumps)
     logits = np.random.default_rng(0).normal(size=(100, 4))
     val = dumps.parquet("logits.parquet", logits, logits.argmax(axis=1))
-    _one_line_refusal(cli("threshold", path, "--val", val), str(val), "holds logits", "give a --val file of confidences")
-    _one_line_refusal(cli("threshold", val, "--score-col", "confidence"), str(val),
+    one_error_line(cli("threshold", path, "--val", val), str(val), "holds logits", "give a --val file of confidences")
+    one_error_line(cli("threshold", val, "--score-col", "confidence"), str(val),
                       "--score-col is for a file of confidences", "--score")
     confidence = np.full(60, 0.5)
     confidence[41] = np.nan
     bad = _confidence_file(dumps, "nan.parquet", confidence, np.zeros(60, np.int64), np.zeros(60, np.int64))
-    _one_line_refusal(cli("threshold", bad), str(bad), "column 'confidence', row 41")
+    one_error_line(cli("threshold", bad), str(bad), "column 'confidence', row 41")
 
 
 def test_too_few_calibration_rows_of_confidences(cli, dumps):
     path = _confidence_file(dumps, "few.parquet", np.linspace(0, 1, 50), np.zeros(50, np.int64),
                             np.zeros(50, np.int64), split=["val"] * 20 + ["test"] * 30)
-    _one_line_refusal(cli("threshold", path), "20 calibration rows cannot certify", "at least 83")
+    one_error_line(cli("threshold", path), "20 calibration rows cannot certify", "at least 83")
 
 
 # ------------------------------------------------------------------ streamed by row chunks: the same bits

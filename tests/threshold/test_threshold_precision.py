@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import make_data, strict_json
+from helpers import make_data, one_error_line, strict_json
 from scipy.special import softmax
 
 import selcal
@@ -101,17 +101,9 @@ def test_streamed_and_in_memory_float32_are_the_same(ce):
     assert whole.to_json() == streamed.to_json()
 
 
-def _refused(result, *parts):
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, lines
-    for part in parts:
-        assert part in lines[0], lines[0]
-
-
 def test_what_has_no_float32_softmax_is_refused_in_one_line(cli, dumps):
-    _refused(cli("threshold", CE, "--dtype", "float16"), "--dtype must be float64 or float32")
-    _refused(cli("threshold", CE, "--dtype", "float32", "--score", "max_logit"),
+    one_error_line(cli("threshold", CE, "--dtype", "float16"), "--dtype must be float64 or float32")
+    one_error_line(cli("threshold", CE, "--dtype", "float32", "--score", "max_logit"),
              "--dtype float32 computes a softmax in float32, and max_logit is not a softmax", "msp", "temp")
     import pyarrow as pa
 
@@ -120,7 +112,7 @@ def test_what_has_no_float32_softmax_is_refused_in_one_line(cli, dumps):
     path = dumps.table("conf.parquet", {"confidence": pa.array(rng.random(n)), "pred": pa.array(np.zeros(n, np.int64)),
                                         "label": pa.array(np.zeros(n, np.int64)),
                                         "split": pa.array(["val"] * 150 + ["test"] * 50)})
-    _refused(cli("threshold", path, "--risk", "0.3", "--dtype", "float32"), "--dtype has no meaning for a file of "
+    one_error_line(cli("threshold", path, "--risk", "0.3", "--dtype", "float32"), "--dtype has no meaning for a file of "
              "confidences")
     assert strict_json(cli("threshold", path, "--risk", "0.3", "--json", "-").stdout)["dtype"] == "stored"
 

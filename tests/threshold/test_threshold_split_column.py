@@ -7,18 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import make_data, strict_json
+from helpers import make_data, one_error_line, strict_json
 
 import selcal
 from selcal.errors import SelcalError
-
-
-def _refused(result, *parts):
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("selcal: error: ") and "Traceback" not in result.stderr, lines
-    for part in parts:
-        assert part in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "npz"])
@@ -27,7 +19,7 @@ def test_a_split_column_of_only_val_rows_is_refused_not_replaced_by_a_hold_out(c
     write = dumps.parquet if fmt == "parquet" else dumps.npz
     path = write(f"val_only.{fmt}", logits, labels, split=["val"] * 300)
     out = tmp_path / "answer.json"
-    _refused(cli("threshold", path, "--risk", "0.3", "--json", out), str(path),
+    one_error_line(cli("threshold", path, "--risk", "0.3", "--json", out), str(path),
              "column 'split' holds only 'val' rows (300 'val')", "no evaluation rows", "--val FILE")
     assert not out.exists()
 
@@ -35,7 +27,7 @@ def test_a_split_column_of_only_val_rows_is_refused_not_replaced_by_a_hold_out(c
 def test_a_split_column_without_val_rows_is_refused_unless_a_val_file_calibrates(cli, dumps):
     logits, labels = make_data(n=600, accuracy=0.9)
     test = dumps.parquet("test_only.parquet", logits[:300], labels[:300], split=["test"] * 300)
-    _refused(cli("threshold", test, "--risk", "0.3"), "column 'split' has no 'val' rows (it holds 300 'test')",
+    one_error_line(cli("threshold", test, "--risk", "0.3"), "column 'split' has no 'val' rows (it holds 300 'test')",
              "no calibration rows", "give --val FILE")
     val = dumps.parquet("val.parquet", logits[300:], labels[300:])
     answer = strict_json(cli("threshold", test, "--val", val, "--risk", "0.3", "--json", "-").stdout)
@@ -57,7 +49,7 @@ def test_a_file_of_confidences_refuses_the_same(cli, dumps):
     rng = np.random.default_rng(0)
     path = dumps.table("conf.parquet", {"confidence": pa.array(rng.random(n)), "pred": pa.array(np.zeros(n, np.int64)),
                                         "label": pa.array(np.zeros(n, np.int64)), "split": pa.array(["val"] * n)})
-    _refused(cli("threshold", path, "--risk", "0.3"), "holds only 'val' rows (200 'val')")
+    one_error_line(cli("threshold", path, "--risk", "0.3"), "holds only 'val' rows (200 'val')")
 
 
 def test_a_split_column_decides_the_rows_whatever_the_hold_out_options(cli, dumps):
@@ -69,4 +61,4 @@ def test_a_split_column_decides_the_rows_whatever_the_hold_out_options(cli, dump
     assert answers[0]["calibration"]["n"] == 250 and answers[0]["evaluation"]["n"] == 350
     # the same file with only its 'val' rows: no hold-out of them, whatever --val-fraction says
     val_only = dumps.parquet("val_only.parquet", logits[:250], labels[:250], split=["val"] * 250)
-    _refused(cli("threshold", val_only, "--risk", "0.3", "--val-fraction", "0.5"), "holds only 'val' rows")
+    one_error_line(cli("threshold", val_only, "--risk", "0.3", "--val-fraction", "0.5"), "holds only 'val' rows")
