@@ -136,7 +136,31 @@ def parse_bound(text: str, option: str) -> tuple[Spec, float]:
     number = float(Decimal(value[:-1].strip()) / 100) if percent else number
     if option == "--tolerance" and number < 0:
         raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
+    _within_range(text, option, spec, number, in_percent)
     return spec, number
+
+
+def _within_range(text: str, option: str, spec: Spec, number: float, in_percent: bool) -> None:
+    """A bound outside the values the metric takes (``msp.aurc=150%``, ``-1%``, ``nll=-1``) never
+    fails or never passes: refused, saying the range. ``*`` covers every metric, each at least 0."""
+    low, high = catalog.values_range(spec.metric) if spec.metric is not None else (0.0, math.inf)
+
+    def shown(value: float) -> str:
+        return f"{Decimal(repr(value)) * 100:f}".rstrip("0").rstrip(".") + "%" if in_percent else f"{value:g}"
+
+    what = "every metric" if spec.metric is None else catalog.name(spec.metric)
+    span = (f"between {shown(low)} and {shown(high)}" if math.isfinite(high) else f"at least {shown(low)}")
+    if option == "--tolerance":
+        if number > high - low:
+            raise SelcalError(f"{option} {text}: {what} is {span}, so two values never differ by more than "
+                              f"{shown(high - low)}: a tolerance of {shown(number)} never fails; write a value "
+                              f"between {shown(0.0)} and {shown(high - low)}")
+        return
+    if low <= number <= high:
+        return
+    never = "fails" if (number > high) == (option == "--max") else "passes"
+    raise SelcalError(f"{option} {text}: {what} is {span}: a bound of {shown(number)} never {never}; "
+                      f"write a value {span if math.isfinite(high) else 'of ' + span}")
 
 
 def most_specific(bounds: Sequence[tuple[Spec, float]], metric: Metric) -> float | None:

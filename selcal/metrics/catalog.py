@@ -31,7 +31,7 @@ import numpy as np
 
 from . import calibration, smooth
 
-__all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "better", "has_interval", "section",
+__all__ = ["Metric", "CATALOG", "add", "jointly", "get", "label", "name", "unit", "values_range", "better", "has_interval", "section",
            "model_level", "computations", "definition_options", "need_logits", "FAMILIES", "split_name", "column",
            "tested_under_the_null", "NULL_STATISTICS"]
 
@@ -66,6 +66,8 @@ class Metric:
         of a shared computation); empty: the entry's own key only.
     null : (metric, statistic) for a summary of a metric's distribution under perfect calibration
         (``--calibration-test``: ``ece_floor`` is ``("ece", "floor")``); None otherwise.
+    values_range : (lowest, highest) value it can take (a fraction's: [0, 1]): a bound of ``check``
+        outside it can never fail or never pass, and is refused.
     """
 
     key: str
@@ -82,6 +84,7 @@ class Metric:
     resample_counts: Callable | None = None
     keys: tuple[str, ...] = ()
     null: tuple[str, str] | None = None
+    values_range: tuple[float, float] = (0.0, 1.0)
 
     @property
     def family(self) -> bool:
@@ -211,19 +214,23 @@ for _metric in (
     # smooth ECE and its bandwidth σ*: one fixed-point search gives both
     *(_smooth_entries := jointly(
         Metric("smece", "smooth ECE", section="calibration"),
-        Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration"),
+        Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration",
+               values_range=(0.0, math.inf)),
         compute=_smooth, resample=_smooth_resample, resample_counts=_smooth_resamples)),
     *under_the_null(_smooth_entries[0]),
     # of the probabilities: the model's own, and those of a score that has its own
-    Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
-    Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True),
+    Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True,
+           values_range=(0.0, math.inf)),
+    Metric("brier", "Brier", unit="num", levels=("model", "score"), section="calibration", needs_logits=True,
+           values_range=(0.0, 2.0)),
     Metric("cece", "class-wise ECE", interval=False, levels=("model", "score"), section="calibration",
            options=("bins",), needs_logits=True),
     # of the predictions, from every logit of a row
     Metric("top5_accuracy", "top-5 accuracy", lower_is_better=None, interval=False, levels=("model",),
            needs_logits=True),
     # a fitted value that gets an interval when refitted (--bootstrap-refit)
-    Metric("temperature", "temperature T", unit="num", lower_is_better=None, interval=False),
+    Metric("temperature", "temperature T", unit="num", lower_is_better=None, interval=False,
+           values_range=(0.0, math.inf)),
 ):
     add(_metric)
 del _metric, _ece, _aece_entry, _smooth_entries
@@ -331,6 +338,12 @@ def unit(key: str) -> str:
     """``"pct"`` (a fraction, shown in percent in the evaluate tables) or ``"num"``."""
     metric = get(_split(key)[1])
     return metric.unit if metric is not None else "num"
+
+
+def values_range(key: str) -> tuple[float, float]:
+    """(lowest, highest) value a metric key can take (``(-inf, inf)`` for a key not in the catalog)."""
+    metric = get(_split(key)[1])
+    return metric.values_range if metric is not None else (-math.inf, math.inf)
 
 
 def label(key: str) -> str:
