@@ -57,8 +57,9 @@ def bin_index(q: float, n_bins: int) -> int:
     raise ValueError(f"confidence {q!r} is outside [0, 1]")
 
 
-def _equal_width_bins(confidence, correct, n_bins):
-    """Per bin: (count, hits as Fraction, confidence sum as Fraction), by explicit loop."""
+def _nonempty_bins(confidence, correct, n_bins):
+    """Per non-empty equal-width bin: (accuracy, mean confidence, share of the rows) as Fractions,
+    by explicit loop."""
     count = [0] * n_bins
     hits = [Fraction(0)] * n_bins
     conf = [Fraction(0)] * n_bins
@@ -67,21 +68,14 @@ def _equal_width_bins(confidence, correct, n_bins):
         count[b] += 1
         hits[b] += Fraction(int(c))
         conf[b] += Fraction(float(q))
-    return count, hits, conf
+    n = len(confidence)
+    return [(hits[b] / count[b], conf[b] / count[b], Fraction(count[b], n)) for b in range(n_bins) if count[b] > 0]
 
 
 def ece_exact(confidence, correct, n_bins: int) -> Fraction:
     """sum_b (n_b / N) |acc_b - conf_b| over non-empty bins, exactly."""
-    n = len(confidence)
-    count, hits, conf = _equal_width_bins(confidence, correct, n_bins)
-    total = Fraction(0)
-    for b in range(n_bins):
-        if count[b] == 0:
-            continue
-        acc_b = hits[b] / count[b]
-        conf_b = conf[b] / count[b]
-        total += Fraction(count[b], n) * abs(acc_b - conf_b)
-    return total
+    return sum((prop_b * abs(acc_b - conf_b) for acc_b, conf_b, prop_b in _nonempty_bins(confidence, correct, n_bins)),
+               Fraction(0))
 
 
 def ece(confidence, correct, n_bins: int) -> float:
@@ -93,14 +87,8 @@ def rmsce(confidence, correct, n_bins: int) -> float:
     accuracy acc_b, the mean confidence conf_b and the proportion of rows prop_b = n_b / N, then
     sqrt(sum_b (acc_b - conf_b)^2 prop_b) over the non-empty bins; exact until the square root
     (on selcal's bins (b/B, (b+1)/B], where torchmetrics bins [b/B, (b+1)/B))."""
-    n = len(confidence)
-    count, hits, conf = _equal_width_bins(confidence, correct, n_bins)
-    total = Fraction(0)
-    for b in range(n_bins):
-        if count[b] == 0:
-            continue
-        acc_b, conf_b, prop_b = hits[b] / count[b], conf[b] / count[b], Fraction(count[b], n)
-        total += (acc_b - conf_b) ** 2 * prop_b
+    total = sum(((acc_b - conf_b) ** 2 * prop_b for acc_b, conf_b, prop_b in _nonempty_bins(confidence, correct, n_bins)),
+                Fraction(0))
     with localcontext() as context:
         context.prec = DECIMAL_DIGITS
         root = (Decimal(total.numerator) / Decimal(total.denominator)).sqrt()
@@ -109,9 +97,7 @@ def rmsce(confidence, correct, n_bins: int) -> float:
 
 def mce(confidence, correct, n_bins: int) -> float:
     """max over non-empty bins of |acc_b - conf_b|."""
-    count, hits, conf = _equal_width_bins(confidence, correct, n_bins)
-    gaps = [abs(hits[b] / count[b] - conf[b] / count[b]) for b in range(n_bins) if count[b] > 0]
-    return float(max(gaps))
+    return float(max(abs(acc_b - conf_b) for acc_b, conf_b, _ in _nonempty_bins(confidence, correct, n_bins)))
 
 
 # ----------------------------------------------------------------- adaptive bins

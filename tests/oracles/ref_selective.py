@@ -97,24 +97,24 @@ def cumulative_errors_of_ordering(correct_in_order):
     return out
 
 
-def aurc_of_ordering(correct_in_order):
-    """(1/N) sum_k E_k / k for one fixed order, as a Fraction."""
+def _mean_error_share(correct_in_order, share_of):
+    """(1/N) sum_k E_k / share_of(k, N) for one fixed order, as a Fraction."""
     e = cumulative_errors_of_ordering(correct_in_order)
     n = len(e)
     total = Fraction(0)
     for k in range(1, n + 1):
-        total += Fraction(e[k - 1], k)
+        total += Fraction(e[k - 1], share_of(k, n))
     return total / n
+
+
+def aurc_of_ordering(correct_in_order):
+    """(1/N) sum_k E_k / k for one fixed order, as a Fraction."""
+    return _mean_error_share(correct_in_order, lambda k, n: k)
 
 
 def augrc_of_ordering(correct_in_order):
     """(1/N) sum_k E_k / N for one fixed order, as a Fraction."""
-    e = cumulative_errors_of_ordering(correct_in_order)
-    n = len(e)
-    total = Fraction(0)
-    for k in range(1, n + 1):
-        total += Fraction(e[k - 1], n)
-    return total / n
+    return _mean_error_share(correct_in_order, lambda k, n: n)
 
 
 def trapz_of_curve(risks):
