@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import one_error_line
 from typer.testing import CliRunner
 
 import selcal
@@ -56,12 +57,6 @@ def files(tmp_path_factory):
     return folder
 
 
-def one_line(out) -> str:
-    lines = out.stderr.strip().splitlines()
-    assert out.exit_code == 2 and len(lines) == 1, out.stderr
-    return lines[0]
-
-
 # --------------------------------------------------------------------------- a file given to the wrong command
 @pytest.mark.parametrize("name, what", [("m.parquet", "a Parquet file (a logit dump)"),
                                         ("m.npz", "an .npz archive of arrays (a logit dump)"),
@@ -69,7 +64,7 @@ def one_line(out) -> str:
                                         ("m.jsonl", "a JSON Lines file (a dump, or an lm-evaluation-harness log)"),
                                         ("report.json", "a selcal check report JSON")])
 def test_check_given_another_kind_of_file_says_what_it_is(files, name, what):
-    line = one_line(runner.invoke(app, ["check", str(files / name)]))
+    line = one_error_line(runner.invoke(app, ["check", str(files / name)]))
     assert line.startswith(f"selcal: error: {files / name}: is {what}")
     assert "check reads the result JSON `selcal evaluate --json` writes" in line
     assert ("`selcal evaluate` reads" in line) == (name != "report.json")
@@ -79,14 +74,14 @@ def test_check_given_another_kind_of_file_says_what_it_is(files, name, what):
 def test_a_result_json_given_to_a_command_of_dumps_says_check_reads_it(files, command):
     shutil.copy(files / "result.json", files / "result.data")
     for name in ("result.json", "result.data"):  # by its bytes, whatever its name
-        line = one_line(runner.invoke(app, [*command[:1], str(files / name), *command[1:]]))
+        line = one_error_line(runner.invoke(app, [*command[:1], str(files / name), *command[1:]]))
         assert line == (f"selcal: error: {files / name}: is a selcal result JSON (written by selcal evaluate --json), "
                         "which `selcal check` reads; this command reads logit dumps (Parquet, CSV, JSON Lines, .npz, "
                         ".npy, .pt)")
 
 
 def test_compare_given_a_result_json_says_so(files):
-    line = one_line(runner.invoke(app, ["compare", str(files / "result.json"), str(files / "m.npz")]))
+    line = one_error_line(runner.invoke(app, ["compare", str(files / "result.json"), str(files / "m.npz")]))
     assert "is a selcal result JSON" in line and "`selcal check` reads" in line
 
 
@@ -236,5 +231,5 @@ def test_an_lm_eval_log_missing_a_field_says_so_once(tmp_path):
     path = tmp_path / source.name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = runner.invoke(app, ["evaluate", str(path)])
-    line = one_line(out)
+    line = one_error_line(out)
     assert "column 'target', line 4: is missing" in line

@@ -519,28 +519,26 @@ def test_auroc_and_fpr95_are_undefined_without_both_correct_and_errors(score, al
 # =========================================================================================
 
 
-def test_a_single_correct_sample():
-    got = metrics([0.3], [True])
-    assert got == {
+@pytest.mark.parametrize("correct, want, trapz", [
+    (True, {
         "aurc": 0.0, "eaurc": 0.0, "augrc": 0.0, "auroc": None, "fpr95": None,
         "cov@0.01": 1.0, "cov@0.05": 1.0, "cov@0.1": 1.0,
         "risk@0.5": 0.0, "risk@0.8": 0.0, "risk@0.9": 0.0,
-    }
-    assert aurc(risk_coverage([0.3], [True]), "trapz") == 0.0
-
-
-def test_a_single_wrong_sample():
-    got = metrics([0.3], [False])
+    }, 0.0),
     # r_1 = 1; AURC = 1, AUGRC = 1; the oracle is the same single ordering, E-AURC = 0.
     # No operating point has risk <= r, so every cov@r is 0.
-    assert got == {
+    # Trapezoid from (0, 0) to (1, 1): 1/2 = 1 - r_N/(2N).
+    (False, {
         "aurc": 1.0, "eaurc": 0.0, "augrc": 1.0, "auroc": None, "fpr95": None,
         "cov@0.01": 0.0, "cov@0.05": 0.0, "cov@0.1": 0.0,
         "risk@0.5": 1.0, "risk@0.8": 1.0, "risk@0.9": 1.0,
-    }
-    # Trapezoid from (0, 0) to (1, 1): 1/2 = 1 - r_N/(2N).
-    assert aurc(risk_coverage([0.3], [False]), "trapz") == pytest.approx(0.5, **EXACT)
-    assert eaurc(risk_coverage([0.3], [False]), "trapz") == 0.0
+    }, 0.5),
+], ids=["correct", "wrong"])
+def test_a_single_sample(correct, want, trapz):
+    assert metrics([0.3], [correct]) == want
+    rc = risk_coverage([0.3], [correct])
+    assert aurc(rc, "trapz") == pytest.approx(trapz, **EXACT)
+    assert eaurc(rc, "trapz") == 0.0
 
 
 def test_all_correct_gives_zero_risk_everywhere():

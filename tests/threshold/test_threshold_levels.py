@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import make_data, strict_json
+from helpers import make_data, one_error_line, strict_json
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -34,15 +34,8 @@ def dump(tmp_path_factory):
     return path
 
 
-def _one_line(result):
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("selcal: error: ") and "Traceback" not in result.stderr, lines
-    return lines[0]
-
-
 def test_the_smallest_risk_is_refused_in_one_line_naming_the_rows_it_needs(cli, dump):
-    line = _one_line(cli("threshold", dump, "--risk", "5e-324"))
+    line = one_error_line(cli("threshold", dump, "--risk", "5e-324"))
     # (1 - 5e-324)^m < 0.1 / ⌈log2 m⌉ needs about 5.4e+324 rows: counted exactly, beyond float64's range
     assert "400 calibration rows cannot certify a selective risk of at most 4.94e-322%" in line
     assert "e+324 rows" in line
@@ -50,7 +43,7 @@ def test_the_smallest_risk_is_refused_in_one_line_naming_the_rows_it_needs(cli, 
 
 
 def test_the_smallest_delta_is_refused_in_one_line(cli, dump):
-    line = _one_line(cli("threshold", dump, "--delta", "5e-324"))
+    line = one_error_line(cli("threshold", dump, "--delta", "5e-324"))
     assert "--delta must be at least 1e-300" in line and "smallest normal" in line
     assert cli("threshold", dump, "--delta", "1e-300", "--risk", "0.9").exit_code == 0
 
@@ -65,7 +58,7 @@ def test_a_risk_just_below_one_is_not_printed_as_one_hundred_percent(cli, dump):
 
 @pytest.mark.parametrize("text,why", [("1e-400", "rounds to 0 in float64"), ("0.99999999999999999", "rounds to 1")])
 def test_a_level_that_rounds_out_of_the_interval_says_so(cli, dump, text, why):
-    assert why in _one_line(cli("threshold", dump, "--risk", text))
+    assert why in one_error_line(cli("threshold", dump, "--risk", text))
 
 
 def test_minimum_rows_never_overflows_and_agrees_with_the_closed_form():
@@ -122,7 +115,7 @@ def test_guarantee_functions_take_every_level_or_raise_value_error():
 
 def test_a_delta_split_over_the_groups_below_the_floor_is_refused_in_one_line(cli):
     lspair = Path(__file__).resolve().parents[2] / "sample_logits" / "lspair_alpha0.parquet"
-    line = _one_line(cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300"))
+    line = one_error_line(cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300"))
     assert "--delta: delta 1e-300 split over 2 groups is 5e-301, below 1e-300" in line and "--delta-per-group" in line
     assert cli("threshold", lspair, "--risk", "0.9", "--group-col", "source", "--delta", "1e-300",
                "--delta-per-group").exit_code == 0
@@ -144,5 +137,5 @@ def test_risk_and_delta_in_percent_certify_exactly_as_the_fractions(cli, dump, t
     ("--delta", "1e-400%", "got '1e-400%' (it rounds to 0 in float64)"),
 ])
 def test_a_level_outside_the_open_interval_is_refused_saying_only_what_is_true(cli, dump, option, value, said):
-    line = _one_line(cli("threshold", dump, option, value))
+    line = one_error_line(cli("threshold", dump, option, value))
     assert line.endswith(said), line  # "0%" is 0: it does not "round to 0"
