@@ -8,7 +8,7 @@ floor, selcal and selcal with every score alternating, and reports its own wall 
 time (imports excluded) and peak RSS. The times reported are the **best of the runs** (issue 34:
 the median floor swung between 0.7 and 2.7 s from run to run, first-touch page faults of 1.3 GB
 and other work on a shared machine only ever add time, so the least of several runs is the
-repeatable figure), with the load average beside them; two ratios are printed: ``ratio`` (the
+repeatable figure), with each side's spread (worst / best) and the load average beside them; two ratios are printed: ``ratio`` (the
 default path against the floor; target 1.5) and ``all_scores_ratio`` (every score against
 the default four; target 2), and ``cpu_ratio`` (the same on CPU time).
 
@@ -99,6 +99,7 @@ def main() -> None:
         "times": f"best of {args.runs} runs",
         "selcal_seconds": min(r["seconds"] for r in selcals),
         "selcal_cpu_seconds": min(r["cpu_seconds"] for r in selcals),
+        "selcal_spread": max(r["seconds"] for r in selcals) / min(r["seconds"] for r in selcals),
         "selcal_peak_mb": max(r["peak_mb"] for r in selcals),
         "selcal_microseconds_per_test_row": 1e6 * min(r["seconds"] for r in selcals) / args.n_test,
     }
