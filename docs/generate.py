@@ -87,6 +87,7 @@ def _cli_pages() -> dict[str, str]:
     import typer
 
     from selcal.cli import app
+    from selcal.cli.groups import registry_help
 
     group = typer.main.get_command(app)
     lines = ["# Command-line reference", "",
@@ -94,6 +95,7 @@ def _cli_pages() -> dict[str, str]:
     for name, command in group.commands.items():
         if command.hidden:
             continue
+        registry_help(command.params)  # (the score options' help names every registered score, as --help does)
         usage = " ".join(["[OPTIONS]", *(_usage(p) for p in command.params if _is_argument(p))])
         lines += [f"## selcal {name}", "", "```console", f"selcal {name} {usage}", "```", ""]
         help_text = (command.help or "").strip()
@@ -124,9 +126,9 @@ def _is_argument(param) -> bool:
 
 
 def _usage(param) -> str:
-    text = param.metavar or param.name.upper()
-    text += " ..." if param.nargs == -1 else ""
-    return text if param.required else f"[{text}]"
+    from selcal.cli.groups import usage_name
+
+    return usage_name(param)  # as the command's usage line writes it
 
 
 def _param_name(param) -> str:

@@ -58,9 +58,14 @@ def main(
     """selcal: selective classification and calibration metrics from saved logits."""
 
 
-for _command in (evaluate.evaluate, check.check, check.compare, dumps.pixels, dumps.ensemble, dumps.dump,
-                 threshold.threshold, study.study):
-    app.command(cls=Command)(_command)
+# The commands in a user's order (the order of --help and of the CLI reference), in two panels.
+COMMAND_PANELS = {
+    "Commands": (evaluate.evaluate, check.compare, check.check, study.study, threshold.threshold),
+    "Make dumps": (dumps.dump, dumps.pixels, dumps.ensemble),
+}
+for _panel, _commands in COMMAND_PANELS.items():
+    for _command in _commands:
+        app.command(cls=Command, rich_help_panel=_panel)(_command)
 dress_help(app)
 
 

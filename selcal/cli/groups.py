@@ -34,6 +34,31 @@ def scores_help() -> str:
             + "; ".join(f"'{group}' ({members(names)})" for group, names in score_groups().items()) + ".")
 
 
+SCORE_HELP = ("A registered score: {scores} (default msp). A fitted score is fitted on a seeded half of the "
+              "validation rows and calibrated on the other half. Not for a file of confidences without logits "
+              "(--score-col).")
+
+
+def registry_help(params) -> None:
+    """The help of the options that name scores, from the score registry (plug-ins' scores too): read when
+    the help is shown (``--help``, the CLI reference), not at start."""
+    from ..scores import REGISTRY
+
+    for param in params:
+        if param.name == "scores":
+            param.help = scores_help()
+        elif param.name == "score" and param.param_type_name == "option":
+            param.help = SCORE_HELP.format(scores=", ".join(REGISTRY))
+
+
+def usage_name(param) -> str:
+    """An argument as the usage line shows it: ``TEST...``, ``CURRENT``, ``[MODEL...]`` (Typer writes a
+    required one in braces, ``{TEST}...``, and a repeated metavar twice, ``[MODEL...]...``)."""
+    name = param.metavar or param.name.upper()
+    name += "" if param.nargs == 1 or name.endswith("...") else "..."
+    return name if param.required else f"[{name}]"
+
+
 _plugins: list[bool] = []
 
 
@@ -264,6 +289,7 @@ _METAVARS = {
     "csv_path": "PATH", "markdown_path": "PATH", "junit_path": "PATH", "scores": "LIST", "risks": "LIST",
     "coverages": "LIST", "p_grid": "LIST", "metric": "METRIC", "label_col": "NAME", "logits_col": "NAME",
     "group_col": "NAME", "sort_by": "COLUMN", "ls_alpha": "ALPHA", "device": "DEVICE", "score": "SCORE", "risk": "LIST",
+    "delta": "X",
 }  # (an option with a fixed set of values shows them: CHOICES)
 _TYPE_METAVARS = {int: "N", float: "X", str: "TEXT", Path: "FILE"}
 
@@ -340,6 +366,8 @@ def _no_types(params):
     for param in params:
         if isinstance(param, typer.core.TyperArgument) or getattr(param, "is_flag", False):
             param.display_type_rich = lambda ctx=None: None
+        if isinstance(param, typer.core.TyperArgument):
+            param._usage_display_name = functools.partial(usage_name, param)
     return params
 
 
@@ -367,9 +395,7 @@ class Command(typer.core.TyperCommand):
         from .help import render_help
 
         load_plugins()
-        for param in self.params:
-            if param.name == "scores":  # the registry's names, plug-ins' included, when the help is shown
-                param.help = scores_help()
+        registry_help(self.params)
         render_help(self, ctx)
 
 

@@ -45,14 +45,17 @@ def render_help(command, ctx) -> None:
         for param, names, text in rows:
             table.add_row(_names(param, names), _help(text))
         console.print(Panel(table, title=title, title_align="left", border_style="dim"))
-    commands = [(name, command.get_command(ctx, name)) for name in getattr(command, "list_commands", lambda c: [])(ctx)]
-    if commands:
+    commands: dict[str, list] = {}  # each command in the panel it is registered in, in its order
+    for name in getattr(command, "list_commands", lambda c: [])(ctx):
+        sub = command.get_command(ctx, name)
+        commands.setdefault(getattr(sub, "rich_help_panel", None) or "Commands", []).append((name, sub))
+    for title, rows in commands.items():
         table = Table.grid(padding=(0, 2), expand=True)
         table.add_column(no_wrap=True, style="bold cyan")
         table.add_column(ratio=1)
-        for name, sub in commands:
+        for name, sub in rows:
             table.add_row(name, Text((sub.help or "").split("\n\n")[0]))
-        console.print(Panel(table, title="Commands", title_align="left", border_style="dim"))
+        console.print(Panel(table, title=title, title_align="left", border_style="dim"))
 
 
 def _names(param, names: str):

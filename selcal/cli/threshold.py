@@ -13,7 +13,7 @@ import typer
 from ..errors import SelcalError
 from ..options import DEFAULT_DELTA, DEFAULT_RISK, DEFAULTS, PLOT_FORMATS, THRESHOLD_METHODS, FigureSettings
 from .common import check_outputs, fail, fail_on, say, show_warnings, write_error
-from .groups import shared
+from .groups import SCORE_HELP, shared
 
 def threshold(
     test: Path = typer.Argument(..., metavar="TEST", show_default=False,
@@ -22,9 +22,7 @@ def threshold(
     val: Optional[Path] = typer.Option(None, "--val", help="Validation dump to calibrate on (else the split column, "
                                                            "else a seeded hold-out of TEST, as evaluate)."),
     score: Optional[str] = typer.Option(None, "--score", show_default=False,
-                                        help="A registered score (msp, temp, pnorm, ...; default msp). A fitted score "
-                                             "is fitted on a seeded half of the validation rows and calibrated on the "
-                                             "other half. Not for a file of confidences without logits (--score-col)."),
+                                        help=SCORE_HELP.format(scores="msp, temp, pnorm, ...")),  # (registry_help)
     score_col: Optional[str] = typer.Option(None, "--score-col", metavar="COLUMN",
                                             help="A file of confidences without logits (a confidence, a prediction "
                                                  "and a label per row): the column to certify on, higher = more "

@@ -143,3 +143,34 @@ def test_every_choice_option_shows_its_choices(cli, command):
             assert f"{flag} {'|'.join(choices)} " in text, (command, flag)
             shown += 1
     assert shown or command in ("check", "pixels", "ensemble")
+
+
+USAGES = {"evaluate": "TEST...", "compare": "A B", "check": "CURRENT", "study": "[RUNS...]", "threshold": "TEST",
+          "dump": "[MODEL...]", "pixels": "SEGDIR", "ensemble": "M1 M2 ..."}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_usage_line_writes_arguments_as_a_newcomer_reads_them(cli, command):
+    """Required bare, optional in brackets, repeated once with ``...`` (Typer wrote ``{TEST}...``, ``[MODEL...]...``)."""
+    usage = help_text(cli, command).splitlines()[0]
+    assert usage.startswith("Usage: ") and usage.endswith(f" {command} [OPTIONS] {USAGES[command]}")
+
+
+def test_the_commands_are_listed_in_a_users_order_in_two_panels(cli):
+    from selcal.cli import COMMAND_PANELS
+
+    text = help_text(cli, columns=100)
+    listed = {title: re.findall(r"^│ (\w+) ", body, re.M)
+              for title, body in re.findall(r"╭─ (.+?) ─+╮\n(.*?)╰", text, re.S) if title != "Options"}
+    assert listed == {"Commands": ["evaluate", "compare", "check", "study", "threshold"],
+                      "Make dumps": ["dump", "pixels", "ensemble"]}
+    assert list(listed) == list(COMMAND_PANELS)
+
+
+def test_thresholds_score_option_names_every_registered_score_and_no_option_takes_a_bare_text(cli):
+    from selcal.scores import REGISTRY
+
+    text = " ".join(help_text(cli, "threshold", columns=300).split())
+    assert f"--score SCORE A registered score: {', '.join(REGISTRY)} (default msp)." in text
+    for command in COMMANDS:
+        assert not re.search(r"--[\w-]+ TEXT\b", help_text(cli, command, columns=300)), command

@@ -157,3 +157,23 @@ def test_the_docs_use_only_files_of_the_repository():
     for path in ("sample_logits/hollance_timm_resnet34.npz", "sample_logits/lm_eval/synthetic__llm-large/"
                  "samples_mmlu_synth_2026-11-25T14-00-00.000000.jsonl"):
         assert path in text and (ROOT / path).exists()
+
+
+def test_the_cli_guides_table_of_evaluates_panels_is_the_live_help():
+    """docs/guides/cli.md lists each panel of ``selcal evaluate --help`` with its options: every option,
+    in its panel, in the help's order (it had missed the options added since it was written)."""
+    from selcal.cli.groups import panel_of
+
+    text = (DOCS / "guides" / "cli.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| ([A-Z][\w ]+) \| (.*) \|$", text, re.M))
+    command = typer.main.get_command(__import__("selcal.cli", fromlist=["app"]).app).commands["evaluate"]
+    live: dict[str, list[str]] = {}
+    for param in command.params:
+        if param.param_type_name == "option":
+            live.setdefault(panel_of("evaluate", param.name)[1], []).append(
+                next(o for o in [*param.opts, *param.secondary_opts] if o.startswith("--")))
+    live.setdefault("Run", []).append("-h")
+    for title, options in live.items():
+        shown = re.findall(r"`(--?[\w-]+)`", rows.get(title, ""))
+        listed = [o for o in shown if o in options or o in ("-q", "-h")]
+        assert [o for o in options if o != "--quiet"] == [o for o in listed if o != "-q"], title
