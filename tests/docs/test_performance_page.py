@@ -11,8 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_benchmark_is_on_the_performance_page_with_how_to_run_it():
     page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
-        assert f"| `{script.name}` |" in page, f"docs/performance.md does not list bench/{script.name}"
-        assert f"`python bench/{script.name}" in page, f"docs/performance.md does not say how to run {script.name}"
+        assert f"\n- `python bench/{script.name}" in page, f"docs/performance.md does not say how to run {script.name}"
     assert "bench/make_dumps.py" in page
 
 
