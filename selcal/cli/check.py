@@ -23,7 +23,7 @@ def check(
     tolerance: Optional[List[str]] = verdict("tolerance"),
     maximum: Optional[List[str]] = typer.Option(None, "--max", metavar="METRIC=VALUE", help="Upper bound on the current value. " + BOUND_HELP),
     minimum: Optional[List[str]] = typer.Option(None, "--min", metavar="METRIC=VALUE", help="Lower bound on the current value. " + BOUND_HELP),
-    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics against the baseline (repeatable; default: accuracy, and AURC and ECE of the first score)."),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics against the baseline, [SCORE.]METRIC as msp.aurc or accuracy (repeatable; default: accuracy, and AURC and ECE of the first score)."),
     allow_other_data: bool = typer.Option(False, "--allow-other-data", help="Judge against a baseline evaluated on other data (refused otherwise)."),
     **given: Any,  # the options of the report (groups.REPORT)
 ):
@@ -62,7 +62,7 @@ def compare(
     confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--confidence", help="Level of the intervals."),
     seed: int = shared("seed"),
     tolerance: Optional[List[str]] = verdict("tolerance"),
-    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics (repeatable; default: accuracy, and AURC and ECE of the first score)."),
+    metric: Optional[List[str]] = typer.Option(None, "--metric", help="Judge these metrics, [SCORE.]METRIC as msp.aurc or accuracy (repeatable; default: accuracy, and AURC and ECE of the first score)."),
     allow_other_data: bool = typer.Option(False, "--allow-other-data", help="Pair rows by position even when the two dumps hold other labels or ids (refused otherwise)."),
     label_col: Optional[str] = shared("label_col"),
     logits_col: Optional[str] = shared("logits_col"),
