@@ -45,7 +45,7 @@ OUT_OF_MEMORY = ("out of memory; evaluate fewer or smaller inputs at once, or gi
 OUT_OF_MEMORY_LOADING = "out of memory while loading {what}; give the process more memory (its limit: ulimit -v)"
 
 
-def out_of_memory(exc: BaseException) -> bool:
+def out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) says memory ran out: a MemoryError, an OSError ENOMEM, an
     ImportError of a library that could not be mapped into memory, or a thread that could not start (under
     an address-space limit).
