@@ -129,6 +129,47 @@ def _cumulative(counts: np.ndarray, columns: np.ndarray, weights: np.ndarray | N
     return out
 
 
+class _Prefix:
+    """The weight at a score's sorted positions (descending) < p in each resample, ``take(positions)``
+    (b, k), ``at(rows, positions)`` (b,) and ``first_reaching(k)``: the first p where it reaches k.
+
+    Either its own cumulative sums (``values`` (b, N + 1), ``total`` None), or, for a score ranked
+    as its confidence, read from the ascending cumulative sums W of the calibration metrics: the
+    weight before descending position p is total - W[N - p]. Within a tie group the two orders hold
+    its rows in other orders, so the values agree at the ends of the tie groups, the only places
+    read, and a search finds the same group; every value is an integer, the same either way.
+    """
+
+    def __init__(self, values: np.ndarray, total: np.ndarray | None = None):
+        self.values, self.total, self.size = values, total, values.shape[1] - 1
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        if self.total is None:
+            return np.take(self.values, positions, axis=1)
+        return self.total[:, None] - np.take(self.values, self.size - positions, axis=1)
+
+    def at(self, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        if self.total is None:
+            return self.values[rows, positions]
+        return self.total - self.values[rows, self.size - positions]
+
+    def first_reaching(self, k: np.ndarray) -> np.ndarray:
+        """(b, m): the first p whose weight before it is >= k (``k`` <= the total), per resample."""
+        if self.total is None:
+            return _search_rows(self.values, k, "left")
+        # total - W[N - p] >= k  <=>  W[N - p] <= total - k: the last such N - p (W non-decreasing)
+        return self.size - (_search_rows(self.values, self.total[:, None] - k, "right") - 1)
+
+
+def _ranked_as(score: np.ndarray, binning: Binning) -> bool:
+    """``score`` orders the rows as the binning's confidence does, ties included (msp, temp and every
+    calibrator rank by their probability): in the order of confidence it never decreases and two
+    neighbours tie in one exactly when they tie in the other."""
+    ranked = score[binning.order]
+    step = np.diff(ranked)
+    return bool(np.all(step >= 0) and np.array_equal(step == 0, np.diff(binning.sorted_confidence) == 0))
+
+
 class Prepared:
     """Everything sorted once; :meth:`metrics` evaluates a block of resamples.
 
@@ -149,6 +190,9 @@ class Prepared:
                          for s in names if s in data.scores}
         self.binnings = {s: binning_of(data.confidence[s], data.correct_of.get(s, data.correct), data.bins)
                          for s in names if s in data.confidence}
+        # scores ranked as their own confidence: their selective metrics read the calibration's cumulative sums
+        self.ranked_as_confidence = {s for s in self.rankings if s in self.binnings
+                                     and _ranked_as(data.scores[s], self.binnings[s])}
         means = {k: v for k, v in data.row_means.items()  # (a mean of infinite rows, isotonic's NLL: null, no interval)
                  if ((model_level and "." not in k) or k.split(".", 1)[0] in names) and np.all(np.isfinite(v))}
         self.mean_names = list(means)
@@ -184,26 +228,37 @@ class Prepared:
         for j, key in enumerate(self.mean_names, start=1):
             level, _, metric = key.rpartition(".")
             out.setdefault(level or "model", {})[metric] = sums[:, j] / n
+        calibrated = {}  # (each score's keys: its selective metrics, then its calibration)
         for name, ranking in self.rankings.items():
-            out.setdefault(name, {}).update(self._selective(ranking, counts, harmonic))
+            prefix = None
+            if name in self.ranked_as_confidence:  # one gather and cumulative sum for both
+                binning = self.binnings[name]
+                taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
+                weight = _cumulative(taken, None)
+                calibrated[name] = self._calibration(binning, counts, name, taken, weight)
+                prefix = _Prefix(weight, n)
+            out.setdefault(name, {}).update(self._selective(ranking, counts, harmonic, prefix))
         for name, binning in self.binnings.items():
-            out.setdefault(name, {}).update(self._calibration(binning, counts, name))
+            out.setdefault(name, {}).update(calibrated.pop(name) if name in calibrated
+                                            else self._calibration(binning, counts, name))
         return out
 
     # ------------------------------------------------------------------ selective
-    def _selective(self, ranking: _Ranking, counts: np.ndarray, harmonic: np.ndarray) -> dict[str, np.ndarray]:
+    def _selective(self, ranking: _Ranking, counts: np.ndarray, harmonic: np.ndarray,
+                   accepted: "_Prefix | None" = None) -> dict[str, np.ndarray]:
         data = self.data
-        n = counts.sum(axis=1)  # rows in each resample
         b = counts.shape[0]
         rows = np.arange(b)
-        accepted = _cumulative(counts, ranking.order)  # accepted[:, p] = weight at positions < p
+        if accepted is None:  # accepted.at(rows, p) = weight at positions < p
+            accepted = _Prefix(_cumulative(counts, ranking.order))
+        n = accepted.values[:, -1] if accepted.total is None else accepted.total  # rows in each resample
         errors = _cumulative(counts, ranking.error_rows)  # errors[:, j] = weight of the first j errors
         n_errors = errors[:, -1].astype(np.float64)
         n_correct = n - n_errors
 
         # The groups holding errors: weight M, errors e, accepted a and errors E before them.
-        through = np.take(accepted, ranking.error_group_end, axis=1)
-        before = np.take(accepted, ranking.error_group_start, axis=1)
+        through = accepted.take(ranking.error_group_end)
+        before = accepted.take(ranking.error_group_start)
         errors_before = np.take(errors, ranking.first_error, axis=1)
         e = np.take(errors, ranking.last_error, axis=1) - errors_before
         weight = through - before
@@ -228,7 +283,7 @@ class Prepared:
         if self._wants("fpr95"):  # the first group whose cumulative correct count reaches the target
             target = _first_at_least(0.95, n_correct)
             first = _bisect_groups(
-                lambda g: accepted[rows, ranking.group_end[g] + 1] - errors[rows, ranking.errors_through[g]],
+                lambda g: accepted.at(rows, ranking.group_end[g] + 1) - errors[rows, ranking.errors_through[g]],
                 target, ranking.group_end.size)
             with np.errstate(divide="ignore", invalid="ignore"):
                 out["fpr95"] = np.where(defined, errors[rows, ranking.errors_through[first]] / n_errors, np.nan)
@@ -248,17 +303,19 @@ class Prepared:
                 out[f"cov@{r:g}"] = np.where(last[:, j] >= 0, point_accepted[rows, last[:, j]] / n, 0.0)
         if data.coverages:
             k = np.stack([_first_at_least(c, n) for c in data.coverages], axis=1)
-            group = ranking.group_of[_search_rows(accepted, k, "left") - 1]
+            group = ranking.group_of[accepted.first_reaching(k) - 1]
             for j, c in enumerate(data.coverages):
                 out[f"risk@{c:g}"] = (errors[rows, ranking.errors_through[group[:, j]]]
-                                      / accepted[rows, ranking.group_end[group[:, j]] + 1])
+                                      / accepted.at(rows, ranking.group_end[group[:, j]] + 1))
         return out
 
     # ---------------------------------------------------------------- calibration
-    def _calibration(self, binning: Binning, counts: np.ndarray, name: str) -> dict[str, np.ndarray]:
-        taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)  # once for all below
+    def _calibration(self, binning: Binning, counts: np.ndarray, name: str, taken: np.ndarray | None = None,
+                     weight: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        if taken is None:  # once for all below
+            taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
         out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator, keys=self.keys,
-                             taken=taken)
+                             taken=taken, weight=weight)
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k) and self._wants(k)]
             if wanted:
@@ -305,7 +362,8 @@ class Prepared:
 
 def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray | None, n_bins: int,
                    aece_estimator: str = calibration.AECE_ESTIMATORS[0], per_bin: bool = False,
-                   keys: frozenset[str] | None = None, taken: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   keys: frozenset[str] | None = None, taken: np.ndarray | None = None,
+                   weight: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """ECE, RMS-CE, adaptive ECE and MCE of each resample of one probability score, from its rows'
     multiplicities ``counts`` (b, n).
 
@@ -315,16 +373,17 @@ def binned_metrics(binning: Binning, counts: np.ndarray, hit_counts: np.ndarray 
     is correct (the bootstrap). ``per_bin``: also each equal-width bin's count, hits and
     confidence sum (``bin_count``, ``bin_hits``, ``bin_confidence``, (b, bins)). ``keys``: the metrics
     wanted (None: all four); ECE is always computed, the others only when wanted. ``taken``: ``counts``
-    already in the order of confidence (``counts[:, binning.order]``), when the caller has it.
+    already in the order of confidence (``counts[:, binning.order]``), when the caller has it; ``weight``
+    its cumulative sums (``_cumulative(taken, None)``), likewise.
     """
-    n = counts.sum(axis=1)  # rows in each resample
+    n = weight[:, -1] if weight is not None else counts.sum(axis=1)  # rows in each resample
     if taken is None:
         taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
     if keys is not None and not keys & {"rmsce", "aece", "mce"} and hit_counts is None and not per_bin:
         return {"ece": _ece_alone(binning, taken, n)}
     b = counts.shape[0]
     rows = np.arange(b)[:, None]
-    weight = _cumulative(taken, None)
+    weight = _cumulative(taken, None) if weight is None else weight
     confidence = _cumulative(taken, None, binning.sorted_confidence)
     hits_before = _hits(binning, counts, hit_counts, weight)
     # Equal-width bins: contiguous ranges of the sorted positions.

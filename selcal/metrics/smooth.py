@@ -284,18 +284,27 @@ class SmoothEceOfCounts:
         by_row = np.ascontiguousarray(counts.T, dtype=np.float64)  # N x B
         positive, negative, total = self.sums @ by_row
         total = np.maximum(total, 1.0)
-        spectra: dict[int, np.ndarray] = {}
+        spectra: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # grid size: (spectra, which rows hold one)
 
-        def spectrum(n_grid: int) -> np.ndarray:
+        def spectrum(n_grid: int, rows: np.ndarray) -> np.ndarray:
+            """The spectra on a grid (rows of reweightings), those of ``rows`` computed if not yet: each
+            the first time it is needed (a grid that a few resamples' σ need costs those few)."""
             if n_grid not in spectra:
-                mass = (self._spread(n_grid) @ by_row).T  # B x (G + 1)
+                spectra[n_grid] = (np.empty((by_row.shape[1], n_grid + 1), dtype=np.complex128),
+                                   np.zeros(by_row.shape[1], dtype=bool))
+            held, known = spectra[n_grid]
+            missing = np.unique(rows[~known[rows]])
+            if missing.size:
+                chosen = by_row if missing.size == by_row.shape[1] else by_row[:, missing]
+                mass = (self._spread(n_grid) @ chosen).T  # missing x (G + 1)
                 circle = np.zeros((mass.shape[0], 2 * n_grid))
                 circle[:, : n_grid + 1] = mass
                 circle[:, n_grid + 1:] = mass[:, n_grid - 1:0:-1]  # as _circle_spectrum
                 circle[:, 0] += mass[:, 0]
                 circle[:, n_grid] += mass[:, n_grid]
-                spectra[n_grid] = np.fft.rfft(circle, axis=1)
-            return spectra[n_grid]
+                held[missing] = np.fft.rfft(circle, axis=1)
+                known[missing] = True
+            return held
 
         def excess(sigma: np.ndarray, which: np.ndarray) -> np.ndarray:
             """smECE_σ - σ of the reweightings ``which``, one σ each (as :func:`_at`)."""
@@ -306,7 +315,7 @@ class SmoothEceOfCounts:
                 s = sigma[chosen][:, None]
                 top = min(n_grid + 1, int(2.0 * math.sqrt(745.0 / 2.0) / (math.pi * s.min())) + 2)
                 kernel = np.exp(-2.0 * (math.pi * s * (np.arange(top) / 2.0)) ** 2) * n_grid
-                g = np.fft.irfft(spectrum(n_grid)[which[chosen], :top] * kernel, n=2 * n_grid, axis=1)
+                g = np.fft.irfft(spectrum(n_grid, which[chosen])[which[chosen], :top] * kernel, n=2 * n_grid, axis=1)
                 g = np.abs(g[:, : n_grid + 1]) / total[which[chosen], None]
                 out[chosen] = (np.sum(g[:, 1:-1], axis=1) + 0.5 * (g[:, 0] + g[:, -1])) / n_grid
             return out - sigma
