@@ -47,7 +47,9 @@ def _bounded_blas() -> None:
         return
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        _room(112 << 20)  # numpy takes about 84 MB of address space with its BLAS; scipy.linalg 94 MB more
         import numpy  # noqa: F401
+        _room(128 << 20)  # (scipy's BLAS reservation failed at 150 MB and looped for good, deaf to SIGTERM)
         import scipy.linalg  # noqa: F401
     except (MemoryError, ImportError, OSError, RuntimeError) as exc:
         from .errors import OUT_OF_MEMORY_LOADING, out_of_memory
@@ -56,6 +58,17 @@ def _bounded_blas() -> None:
             raise
         _os.write(2, f"selcal: error: {OUT_OF_MEMORY_LOADING.format(what='numpy and scipy')}\n".encode())
         _os._exit(2)
+
+
+def _room(size: int) -> None:
+    """A MemoryError unless ``size`` bytes of address space are free (mapped and given back): a BLAS
+    whose start-up would not fit is never loaded."""
+    import mmap
+
+    try:
+        mmap.mmap(-1, size).close()
+    except OSError as exc:
+        raise MemoryError(f"{size >> 20} MB of address space are not free") from exc
 
 
 if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("selcal", "-m"):  # the command is starting

@@ -48,7 +48,7 @@ OUT_OF_MEMORY_LOADING = "out of memory while loading {what}; give the process mo
 def out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) says memory ran out: a MemoryError, an OSError ENOMEM, an
     ImportError of a library that could not be mapped into memory, or a thread that could not start (under
-    an address-space limit).
+    an address-space limit; Arrow's too).
 
     >>> out_of_memory(ImportError("libx.so: failed to map segment from shared object")), out_of_memory(ImportError("no x"))
     (True, False)
@@ -63,6 +63,9 @@ def out_of_memory(exc: BaseException | None) -> bool:
                                                 ("failed to map segment", "cannot allocate memory")):
             return True
         if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):  # (its stack did not fit)
+            return True
+        if type(exc).__module__.startswith("pyarrow") and any(words in str(exc) for words in (
+                "Failed to launch worker thread", "std::bad_alloc")):  # Arrow's thread pool, its allocator
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False

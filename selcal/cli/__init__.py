@@ -23,7 +23,7 @@ try:
     import typer
 
     from . import check, dumps, evaluate, study, threshold  # (one module per command group)
-    from .common import say, show_warnings
+    from .common import OUT_OF_MEMORY_SAID, say, show_warnings
     from .groups import Command, Group, dress_help
     from .signals import SIGNAL_LINES, Signalled, catch_signals
 except (MemoryError, ImportError, OSError) as _error:  # the command's libraries do not fit in its memory limit
@@ -163,4 +163,6 @@ def _exit_with(code: int) -> None:
             pass
     for signum in signals:
         signal.signal(signum, signal.SIG_IGN)
+    if OUT_OF_MEMORY_SAID:  # the interpreter's shutdown runs the destructors of half-loaded native libraries
+        os._exit(code)      # (pyarrow's, whose module failed to map: a segfault, status 139, after the line)
     sys.exit(code)

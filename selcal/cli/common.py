@@ -11,8 +11,15 @@ from ..errors import OptionError, SelcalError
 from ..escape import printable
 
 
+OUT_OF_MEMORY_SAID = []  # not empty once the run's out-of-memory line is printed: the process ends without its shutdown
+
+
 def say(line: str) -> None:
     """One line on stderr (an error, a warning or a note), always one line."""
+    from ..errors import OUT_OF_MEMORY, OUT_OF_MEMORY_LOADING
+
+    if line.startswith("selcal: error:") and (OUT_OF_MEMORY in line or OUT_OF_MEMORY_LOADING.split("{")[0] in line):
+        OUT_OF_MEMORY_SAID.append(line)
     typer.echo(printable(line), err=True)
 
 

@@ -114,10 +114,17 @@ REPLACEMENT_CHARACTER = "\ufffd"
 
 
 def mpl():
-    """matplotlib's Figure and the Agg canvas, imported on first use (never pyplot)."""
+    """matplotlib's Figure and the Agg canvas, imported on first use (never pyplot). The 3D axes selcal
+    never draws are not warned about when they cannot be imported (under a memory limit they could not:
+    a UserWarning of two lines on stderr before the out-of-memory line)."""
+    import warnings
+
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unable to import Axes3D")
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
     return matplotlib, Figure, FigureCanvasAgg
 

@@ -27,10 +27,15 @@ def local_file(path: str):
         return pa.OSFile(os.fsencode(path))
 
 
-def _corrupt(path: str, exc: BaseException) -> SelcalError:
+def _corrupt(path: str, exc: BaseException) -> SelcalError | MemoryError:
     """A file that cannot be read as Parquet: said as what it is when its first bytes tell (a result
-    JSON given to evaluate), else as a damaged Parquet file."""
+    JSON given to evaluate), else as a damaged Parquet file; Arrow out of memory (``malloc of size N
+    failed``, a worker thread it could not start) is a MemoryError, the run's out-of-memory line."""
+    from ..errors import out_of_memory
     from .kinds import sniff, wrong_kind
+
+    if out_of_memory(exc):
+        return MemoryError(first_line(exc))
 
     kind = sniff(path)
     if kind is not None and not kind.what.startswith("a Parquet"):
