@@ -90,21 +90,36 @@ register_reader(Reader(
 _FILE_READERS = ("confidence", "fd-shifts", "npz", "npy", "torch", "lm-eval", "text")
 
 
-def single_dump(path: str) -> str | None:
-    """The one dump of a folder that holds exactly one (a model's folder with its ``test.npz``; beside
-    it, other files are ignored), or None: a folder of several dumps, of Parquet parts, or of
-    segmentation images (an ``.npz`` with an array of 3 dimensions or more is an image's)."""
+def _folder_dumps(path: str) -> tuple[list[str], list[str]]:
+    """(the files of a folder, those a file reader other than Parquet's reads: .npz, CSV, ...), sorted;
+    names starting with ``.`` or ``_`` left out, an ``.npy`` of labels beside its logits too."""
     if not os.path.isdir(path):
-        return None
+        return [], []
     try:
         names = sorted(n for n in os.listdir(path) if not n.startswith((".", "_")))
     except OSError:
-        return None
+        return [], []
     files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
     readers = [r for r in READERS if r.name in _FILE_READERS]
     dumps = [f for f in files if any(r.accepts(f) for r in readers)]
     labels = {sibling_labels(f) for f in dumps if f.lower().endswith(".npy")}
-    dumps = [f for f in dumps if f not in labels]
+    return files, [f for f in dumps if f not in labels]
+
+
+def _open_parts(path, **columns):
+    """Parquet parts; a folder holding a dump of another kind beside them is refused (it was not read, silently)."""
+    others = _folder_dumps(path)[1]
+    if others:
+        raise input_error(path, None, None, f"holds Parquet parts and {os.path.basename(others[0])}, a dump of another "
+                          "kind that is not one of them; move it out, or give each file on its own")
+    return PartsSource(path, **columns)
+
+
+def single_dump(path: str) -> str | None:
+    """The one dump of a folder that holds exactly one (a model's folder with its ``test.npz``; beside
+    it, other files are ignored), or None: a folder of several dumps, of Parquet parts, or of
+    segmentation images (an ``.npz`` with an array of 3 dimensions or more is an image's)."""
+    files, dumps = _folder_dumps(path)
     if len(dumps) != 1 or any(f.lower().endswith((".parquet", ".pq")) for f in files):
         return None
     if dumps[0].lower().endswith(".npz"):
@@ -139,7 +154,7 @@ register_reader(Reader(
 ))
 register_reader(Reader(  # a folder or a glob of Parquet parts: one model (selcal dump --shards, Spark, Ray Data)
     "parquet-parts", _accepts_parts,
-    lambda path, **columns: PartsSource(path, **columns),
+    _open_parts,
 ))
 register_reader(Reader(
     "npy", _suffix(".npy"),

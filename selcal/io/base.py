@@ -471,8 +471,9 @@ def labels_to_int(path: str, name: str, labels: np.ndarray | None, column: pa.Ar
             whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
             row = int(np.flatnonzero(~whole)[0])
-            raise input_error(path, name, first_row + row,
-                        f"label {float(labels[row])!r} is not a whole number; labels must be integers 0 .. K-1")
+            what = ("has no label (NaN); every row needs one" if np.isnan(labels[row]) else
+                    f"label {float(labels[row])!r} is not a whole number; labels must be integers 0 .. K-1")
+            raise input_error(path, name, first_row + row, what)
         huge = np.abs(labels) >= 2.0 ** 53  # beyond any class index, and beyond exact integers in float64
         if huge.any():
             row = int(np.flatnonzero(huge)[0])

@@ -342,7 +342,7 @@ def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classe
     ragged = np.flatnonzero((lengths != n_classes) & ~pc.is_null(array).to_numpy(zero_copy_only=False))
     if ragged.size:
         row = int(ragged[0])
-        problems.append((row, f"has {lengths[row]} logits but row 0 has {n_classes}; every row needs the same K"))
+        problems.append((row, f"has {lengths[row]} logits but the first row has {n_classes}; every row needs the same K"))
     if n_classes == 0:
         problems.append((0, "is an empty list; every row needs its K logits"))
     if problems:

@@ -126,7 +126,7 @@ def test_text_errors_name_the_line(dumps):
     with pytest.raises(SelcalError, match=r"bad\.jsonl: line 5: is not valid JSON"):
         read_dump(jsonl)
     jsonl.write_text("\n".join(rows[:6] + [json.dumps({"logits": [0.5, -1.0, 2.0], "label": 1})] + rows[6:]) + "\n")
-    with pytest.raises(SelcalError, match=r"column 'logits', line 7: has 3 logits but row 0 has 2"):
+    with pytest.raises(SelcalError, match=r"column 'logits', line 7: has 3 logits but the first row has 2"):
         read_dump(jsonl)
 
 
