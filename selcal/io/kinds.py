@@ -65,6 +65,8 @@ def sniff(path) -> Kind | None:
             return Kind((f"a {name}-compressed file (a compressed CSV or JSON Lines dump, named .csv.gz or "
                          ".jsonl.gz?)", "selcal evaluate"))
     text = head.lstrip()
+    if text.startswith(b"["):  # a JSON array (not CSV, for all its commas)
+        return Kind(("a JSON array", None))
     if text.startswith(b"{"):
         first, _, rest = text.partition(b"\n")
         try:

@@ -73,3 +73,10 @@ def test_a_json_lines_row_of_another_k_is_named_by_its_line_only(tmp_path):
                     + '{"label": 1, "logits": [1, 2, 3]}\n')
     assert refused(path) == (f"{path}: column 'logits', line 31: has 3 logits but the first row has 2; every row "
                              "needs the same K")
+
+
+def test_a_json_array_given_as_a_dump_is_called_a_json_array_not_csv(tmp_path):
+    path = tmp_path / "numbers.json"
+    path.write_text("[1, 2, 3]\n")
+    assert refused(path) == (f"{path}: is a JSON array; this command reads logit dumps (Parquet, CSV, JSON Lines, "
+                             ".npz, .npy, .pt)")
