@@ -49,9 +49,10 @@ def write_error(exc: OSError, path=None) -> str:
 
     if out_of_memory(exc):
         return OUT_OF_MEMORY
+    from ..writers.output import cannot_write
+
     where = exc.filename or path
-    prefix = f"{where}: " if where else ""
-    return f"{prefix}cannot write ({exc.strerror or exc}); free space or choose another path"
+    return cannot_write(f"{where}: " if where else "", exc)
 
 
 def check_outputs(outputs, paths: dict, already: list[str] = (), make_parents: bool = False) -> list[str]:

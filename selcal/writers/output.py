@@ -22,6 +22,7 @@ point, removes every temporary file and every folder the transaction created.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -262,11 +263,18 @@ def remove_stale_staging(real: str) -> list[str]:
     return removed
 
 
+def cannot_write(shown: str, exc: OSError) -> str:
+    """``PATH: cannot write (why); what to do``: free space only when space ran out (a path in /proc,
+    a read-only folder or a vanished one need another path, not space)."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return f"{shown}cannot write ({exc.strerror or exc}); {'free space or ' if full else ''}choose another path"
+
+
 def _cannot_write(shown: str, exc: OSError) -> SelcalError:
     if isinstance(exc, BrokenPipeError):
         return SelcalError(f"{shown}: the reader closed the pipe before the output was complete ({exc.strerror}); "
                            "let the reader read to the end")
-    return SelcalError(f"{shown}: cannot write ({exc.strerror or exc}); free space or choose another path")
+    return SelcalError(cannot_write(f"{shown}: ", exc))
 
 
 @contextmanager
