@@ -319,8 +319,9 @@ class TextFile:
         found = re.search(r"could not parse `(.*?)` as dtype `(\w+)` at column '(.*?)'", str(error))
         if found:
             value, _, column = found.groups()
-            value = value if len(value) <= 40 else value[:37] + "..."
-            return input_error(self.path, column, where, f"holds {value!r}, which is not a number; store numbers only")
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            return input_error(self.path, column, where, f"holds {shown!r}, which is not a number; "
+                                                         f"{_number_hint(value)}")
         if "more fields" in str(error):
             return input_error(self.path, None, where, "has more values than the header has columns; quote a value "
                                                  "that holds the separator, or fix the line")
@@ -395,6 +396,17 @@ class _Inflated:
 
     def __exit__(self, *exc) -> None:
         self.stream.close()
+
+
+def _number_hint(value: str) -> str:
+    """What to do with a CSV value that is not a number: a decimal comma and padding are named."""
+    raw = value.strip('"')  # (polars shows a quoted value with its quotes)
+    bare = raw.strip()
+    if re.fullmatch(r"[-+]?\d+,\d+", bare):
+        return "a decimal comma? write numbers with a decimal point (1.5)"
+    if bare != raw and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", bare):
+        return "remove the spaces around the number"
+    return "store numbers only"
 
 
 def _reject_constant(name: str):

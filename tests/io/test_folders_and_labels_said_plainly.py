@@ -80,3 +80,18 @@ def test_a_json_array_given_as_a_dump_is_called_a_json_array_not_csv(tmp_path):
     path.write_text("[1, 2, 3]\n")
     assert refused(path) == (f"{path}: is a JSON array; this command reads logit dumps (Parquet, CSV, JSON Lines, "
                              ".npz, .npy, .pt)")
+
+
+@pytest.mark.parametrize("name, row, value, hint", [
+    ("m.tsv", "0\t1,5\t2,0", "1,5", "a decimal comma? write numbers with a decimal point (1.5)"),
+    ("m.csv", '0,"1,5",2.0', '"1,5"', "a decimal comma? write numbers with a decimal point (1.5)"),
+    ("m.csv", "0, 1.5 ,2.0", " 1.5 ", "remove the spaces around the number"),
+    ("m.csv", "0,abc,2.0", "abc", "store numbers only"),
+])
+def test_a_value_that_is_not_a_number_gets_a_hint_for_its_kind(tmp_path, name, row, value, hint):
+    path = tmp_path / name
+    lines = ["label,logit_0,logit_1"] + [f"{i % 2},1.5,2.0" for i in range(5)] + [row]
+    path.write_text("\n".join(lines).replace(",", "\t") if name.endswith(".tsv") else "\n".join(lines) + "\n")
+    if name.endswith(".tsv"):
+        path.write_text("\n".join(line.replace(",", "\t") for line in lines[:-1]) + "\n" + row + "\n")
+    assert refused(path) == (f"{path}: column 'logit_0', line 7: holds {value!r}, which is not a number; {hint}")
