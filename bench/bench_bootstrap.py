@@ -6,7 +6,8 @@ pnorm, temp) on synthetic logits, then times :func:`selcal.bootstrap.add_interva
 (no refit) and prints the time. ``python bench/bench_bootstrap.py ratios [RUNS]``: in one run, the
 wall time of ``selcal evaluate sample_logits/calibrator_cifar10_resnet50_ce.parquet -q`` with and
 without ``--bootstrap 1000``, for the default scores and for ``--scores calibrators``, each the best
-of RUNS (default 3) whole processes, and the two ratios (issue 34: at most 2x and 3x), with the load.
+of RUNS (default 3) whole processes (the two commands alternating), and the two ratios (issue 34: at
+most 2x and 3x), with the spread of both sides and the load.
 """
 
 from __future__ import annotations
@@ -42,31 +43,37 @@ def main(n: int = 50_000, resamples: int = 1000) -> None:
 SAMPLE = "sample_logits/calibrator_cifar10_resnet50_ce.parquet"
 
 
-def process_time(args: list[str], runs: int) -> float:
-    """The best wall time of ``runs`` whole ``selcal`` processes (the least disturbed by other work)."""
+def process_times(commands: list[list[str]], runs: int) -> list[list[float]]:
+    """The wall times of ``runs`` whole ``selcal`` processes of each command, the commands alternating
+    (a burst of other work then slows each about as much)."""
     import os
     import subprocess
 
-    best = float("inf")
+    times: list[list[float]] = [[] for _ in commands]
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "selcal.cli", *args], check=True, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": os.getcwd()})
-        best = min(best, time.perf_counter() - start)
-    return best
+        for args, spent in zip(commands, times):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "selcal.cli", *args], check=True, capture_output=True,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+            spent.append(time.perf_counter() - start)
+    return times
 
 
 def ratios(runs: int = 3) -> dict[str, float]:
-    """``--bootstrap 1000`` against none on the 10 000-row sample, default scores and calibrators."""
+    """``--bootstrap 1000`` against none on the 10 000-row sample, default scores and calibrators: the
+    ratio of the best (least disturbed) of ``runs`` processes each, with the spread (best-worst) of both."""
     import os
 
     out = {}
     for label, scores in (("default scores", []), ("--scores calibrators", ["--scores", "calibrators"])):
-        base = process_time(["evaluate", SAMPLE, "-q", *scores], runs)
-        boot = process_time(["evaluate", SAMPLE, "-q", "--bootstrap", "1000", *scores], runs)
+        load = os.getloadavg()[0]
+        without, with_ = process_times([["evaluate", SAMPLE, "-q", *scores],
+                                        ["evaluate", SAMPLE, "-q", "--bootstrap", "1000", *scores]], runs)
+        base, boot = min(without), min(with_)
         out[label] = boot / base
-        print(f"{label}: {base:.2f} s without, {boot:.2f} s with --bootstrap 1000: {boot / base:.2f}x "
-              f"(best of {runs}; load {os.getloadavg()[0]:.2f})")
+        print(f"{label}: {base:.2f} s without ({base:.2f}-{max(without):.2f}), {boot:.2f} s with --bootstrap 1000 "
+              f"({boot:.2f}-{max(with_):.2f}): {boot / base:.2f}x (best of {runs}; load {load:.2f} -> "
+              f"{os.getloadavg()[0]:.2f})")
     return out
 
 

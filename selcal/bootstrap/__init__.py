@@ -8,7 +8,9 @@ sorting again:
 
 * each score is sorted **once**; a resample keeps the original tie groups, each with a
   weight (how many times its rows were drawn) and an error weight. Groups drawn zero times
-  vanish, which is exactly what happens to them in the resampled data.
+  vanish, which is exactly what happens to them in the resampled data. A score that ranks the
+  rows as its confidence does (msp, temp, the calibrators) reads these weights from the
+  calibration metrics' cumulative sums in the order of confidence (one pass over the counts for both).
 * AURC: in a resample, tie group g has weight m (rows drawn from it), e errors, and a rows
   holding E errors before it; it adds sum_{j=1..m} (E + j e/m) / (a + j)
   = E (H(a+m) - H(a)) + (e/m) (m - a (H(a+m) - H(a))) to N * AURC (H the harmonic numbers,
