@@ -214,6 +214,9 @@ def array_dump(logits, labels, names: tuple[str, str], *, ignore_label: int | No
         ids = to_numpy(ids, "ids")
         if ids.ndim != 1 or ids.size != labels.size:
             raise SelcalError(f"ids: has shape {ids.shape}; pass one id per row of {logits_name}")
+        from ..pipeline.split import check_ids
+
+        check_ids("ids", ids, column="")  # named as the argument, not as a file's column 'id'
     n_ignored = 0
     if ignore_label is not None:
         keep = labels != ignore_label

@@ -173,8 +173,9 @@ def split_rows(test: Dump, val: Dump | None, options: Options,
 
 
 def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=None, test_split=None,
-              val_split=None) -> None:
-    """Refuse duplicate ids within a file (within one split of it, when it has a split column).
+              val_split=None, *, column: str = "column 'id', ") -> None:
+    """Refuse duplicate ids within a file (within one split of it, when it has a split column);
+    ``column``: how the message names the ids after the path (nothing for the Python argument ``ids``).
 
     Ids are unique within a file only: a --val file may reuse its TEST file's ids (both
     often hold row numbers 0 .. N-1), and so may the val and test rows of one file; a real
@@ -188,7 +189,7 @@ def check_ids(test_path: str, test_ids, val_path: str | None = None, val_ids=Non
         if (counts > 1).any():
             rows = np.flatnonzero(keys == unique[counts > 1][0])[:2].tolist()
             where = "" if split is None else f" of the split '{split[rows[1]]}'"
-            raise SelcalError(f"{path}: column 'id', row {rows[1]}: id {str(ids[rows[1]])!r} also at row "
+            raise SelcalError(f"{path}: {column}row {rows[1]}: id {str(ids[rows[1]])!r} also at row "
                               f"{rows[0]}{where}; every row needs its own id")
 
 

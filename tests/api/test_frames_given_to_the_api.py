@@ -105,3 +105,9 @@ def test_a_bytes_path_is_read_as_the_path(tmp_path):
     path = tmp_path / "m.csv"
     path.write_text("label,logit_0,logit_1\n" + "".join(f"{i % 2},{i % 3}.5,-1\n" for i in range(30)))
     assert selcal.evaluate(bytes(path), scores="msp").models[0].name == "m"
+
+
+def test_duplicate_ids_are_named_as_the_ids_argument():
+    ids = [f"r{i}" for i in range(59)] + ["r3"]
+    assert refused(lambda: selcal.evaluate_arrays(LOGITS, LABELS, scores="msp", ids=ids)) == (
+        "ids: row 59: id 'r3' also at row 3; every row needs its own id")
