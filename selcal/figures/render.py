@@ -11,7 +11,6 @@ PNG, SVG and PDF are written without a date).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import signal
@@ -298,19 +297,21 @@ def _context():
         return multiprocessing.get_context("spawn")
 
 
-@contextlib.contextmanager
-def _sigint_blocked_in_children():
-    """SIGINT blocked in this thread's mask while the pool starts, so that the forkserver (forked and
-    exec'd from here) and the workers it forks inherit it: Ctrl-C reaches the whole process group and
-    is for the ``selcal`` process, which ends the workers. Without it a forkserver still importing its
-    preloaded modules printed a KeyboardInterrupt traceback. This process meanwhile gets the signal
-    as before: on another thread, or when the mask is restored (``signals_held`` holds it till then)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
+def start_forkserver(context) -> None:
+    """Start ``context``'s forkserver (when it is one and not yet running) with SIGINT blocked, a mask
+    that it and the workers it forks inherit: Ctrl-C reaches the whole process group and is for the
+    ``selcal`` process, which ends the workers. Without it a forkserver still importing its preloaded
+    modules printed a KeyboardInterrupt traceback. CPython's resource tracker is started first: starting
+    it unblocks SIGINT in the calling thread, which undid a mask set around the pool's start. This
+    process meanwhile gets the signal as before (on another thread, or when the mask is restored)."""
+    if context.get_start_method() != "forkserver" or not hasattr(signal, "pthread_sigmask"):
         return
+    from multiprocessing import forkserver, resource_tracker
+
+    resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        yield
+        forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
@@ -327,8 +328,10 @@ def _drawn(jobs: Sequence[Job], models: Sequence, fmt: str, workers: int) -> Ite
     try:
         # A signal while the pool starts waits until it has started, so that the ``finally`` ends its workers:
         # cut in the middle, the workers already forked outlived the run and failed on its vanished semaphores.
-        with signals_held(), _sigint_blocked_in_children():
-            pool = _context().Pool(workers, initializer=_worker_start, initargs=(shipped,))
+        with signals_held():
+            context = _context()
+            start_forkserver(context)
+            pool = context.Pool(workers, initializer=_worker_start, initargs=(shipped,))
         # One job at a time to a free worker (figures differ in cost by 10x); results in plan order.
         yield from pool.imap(_worker_draw, [(job, fmt) for job in jobs], chunksize=1)
         pool.close()
