@@ -54,6 +54,10 @@ class Kind(Enum):
     OTHER = "other"
 
 
+FLOAT_LOGITS = ("logits must be float16, float32 or float64: cast integer logits to float (quantised ones "
+                "multiplied by their scale first: raw integer codes would give a wrong softmax)")
+
+
 def _fail(path, column, message: str) -> SelcalError:
     return SelcalError(f"{path}: column '{column}': {message}" if column else f"{path}: {message}")
 
@@ -114,7 +118,7 @@ def _wide_family(path: str, kinds: dict) -> LogitsLayout | None:
     columns = tuple(indexed[k][0] for k in range(n_classes))
     for name in columns:
         if kinds[name] is not Kind.FLOAT:
-            raise _fail(path, name, "is not a float column; logits must be float16, float32 or float64")
+            raise _fail(path, name, "is not a float column; " + FLOAT_LOGITS)
     return LogitsLayout(f"{prefix}*", columns, True)
 
 
@@ -145,7 +149,7 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
             raise _fail(path, None, f"no logits column '{requested}' (columns: {', '.join(names)})")
         for name in columns:
             if kinds[name] is not Kind.FLOAT:
-                raise _fail(path, name, "is not a float column; logits must be float16, float32 or float64")
+                raise _fail(path, name, "is not a float column; " + FLOAT_LOGITS)
         return LogitsLayout(requested, columns, True)
     if "logits" in kinds:
         return _one_column(path, "logits", kinds["logits"])

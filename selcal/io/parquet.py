@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import DumpSource, SelcalError, input_error, first_null_row, finite_values, labels_to_int, first_line, split_values, string_values
-from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+from .columns import FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
@@ -149,7 +149,7 @@ class ParquetSource(DumpSource):
                 data_type = schema.field(name).type
                 if data_type not in _FLOAT_TYPES:
                     raise input_error(path, name, None,
-                                f"has type {data_type}; logits must be float16, float32 or float64")
+                                f"has type {data_type}; {FLOAT_LOGITS}")
             return layout.name, list(layout.columns)
         logits_col = layout.name
         data_type = schema.field(logits_col).type
@@ -164,7 +164,7 @@ class ParquetSource(DumpSource):
             raise input_error(path, logits_col, None,
                         f"holds nested lists ({data_type}); store one flat list of K logits per row")
         if value_type not in _FLOAT_TYPES:
-            raise input_error(path, logits_col, None, f"holds {value_type} values; logits must be float16, float32 or float64")
+            raise input_error(path, logits_col, None, f"holds {value_type} values; {FLOAT_LOGITS}")
         return logits_col, None
 
     def id_column(self) -> np.ndarray | None:

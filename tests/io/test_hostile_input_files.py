@@ -115,3 +115,22 @@ def test_a_fifo_or_a_device_as_input_is_one_line_not_a_hang(tmp_path):
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "regular files" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("value_type", [pa.int8(), pa.int64(), pa.uint8()])
+@pytest.mark.parametrize("layout", ["list", "fixed_size_list", "wide"])
+def test_integer_logits_are_refused_saying_to_cast_and_scale_them(tmp_path, cli, value_type, layout):
+    # Quantised models emit int8 codes: a softmax of the raw codes (without their scale) is a wrong number.
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 100, size=(20, 3))
+    labels = pa.array(rng.integers(0, 3, 20))
+    if layout == "wide":
+        table = pa.table({"label": labels, **{f"logit_{k}": pa.array(codes[:, k], type=value_type) for k in range(3)}})
+    else:
+        values = pa.array(codes.ravel(), type=value_type)
+        column = (pa.FixedSizeListArray.from_arrays(values, 3) if layout == "fixed_size_list"
+                  else pa.ListArray.from_arrays(np.arange(0, 61, 3, dtype=np.int32), values))
+        table = pa.table({"label": labels, "logits": column})
+    pq.write_table(table, tmp_path / "q.parquet")
+    one_error_line(cli("evaluate", tmp_path / "q.parquet"), "q.parquet", "cast integer logits to float",
+                   "multiplied by their scale")
