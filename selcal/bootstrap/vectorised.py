@@ -161,6 +161,16 @@ class _Prefix:
         return self.size - (_search_rows(self.values, self.total[:, None] - k, "right") - 1)
 
 
+def _takes_rows(counted) -> bool:
+    """A catalog computation's block form takes the counts row by row too (``by_row=``: smooth ECE)."""
+    import inspect
+
+    try:
+        return "by_row" in inspect.signature(counted).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _ranked_as(score: np.ndarray, binning: Binning) -> bool:
     """``score`` orders the rows as the binning's confidence does, ties included (msp, temp and every
     calibrator rank by their probability): in the order of confidence it never decreases and two
@@ -206,6 +216,7 @@ class Prepared:
         self._counted = {(name, c.key): self._prepare_counted(c, binning) for name, binning in self.binnings.items()
                          for c in catalog.computations() if c.resample_counts is not None
                          and any(catalog.has_interval(k) and self._wants(k) for k in c.gives)}
+        self._by_row = {key for key, counted in self._counted.items() if _takes_rows(counted)}
 
     def metrics(self, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
         """Metric values of each resample (a row of ``draws``): ``{"model": {...}, score: {...}}``."""
@@ -228,6 +239,8 @@ class Prepared:
         for j, key in enumerate(self.mean_names, start=1):
             level, _, metric = key.rpartition(".")
             out.setdefault(level or "model", {})[metric] = sums[:, j] / n
+        # the counts row by row (N x b, float64) for the computations that take them so (smooth ECE)
+        by_row = np.ascontiguousarray(counts.T, dtype=np.float64) if self._by_row else None
         calibrated = {}  # (each score's keys: its selective metrics, then its calibration)
         for name, ranking in self.rankings.items():
             prefix = None
@@ -235,12 +248,12 @@ class Prepared:
                 binning = self.binnings[name]
                 taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
                 weight = _cumulative(taken, None)
-                calibrated[name] = self._calibration(binning, counts, name, taken, weight)
+                calibrated[name] = self._calibration(binning, counts, name, taken, weight, by_row)
                 prefix = _Prefix(weight, n)
             out.setdefault(name, {}).update(self._selective(ranking, counts, harmonic, prefix))
         for name, binning in self.binnings.items():
             out.setdefault(name, {}).update(calibrated.pop(name) if name in calibrated
-                                            else self._calibration(binning, counts, name))
+                                            else self._calibration(binning, counts, name, by_row=by_row))
         return out
 
     # ------------------------------------------------------------------ selective
@@ -311,7 +324,7 @@ class Prepared:
 
     # ---------------------------------------------------------------- calibration
     def _calibration(self, binning: Binning, counts: np.ndarray, name: str, taken: np.ndarray | None = None,
-                     weight: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                     weight: np.ndarray | None = None, by_row: np.ndarray | None = None) -> dict[str, np.ndarray]:
         if taken is None:  # once for all below
             taken = counts if binning.in_order else np.take(counts, binning.order, axis=1)
         out = binned_metrics(binning, counts, None, self.data.bins, self.data.aece_estimator, keys=self.keys,
@@ -319,7 +332,7 @@ class Prepared:
         for computation in catalog.computations():  # one added to the catalog: its function on every resample
             wanted = [k for k in computation.gives if k not in out and catalog.has_interval(k) and self._wants(k)]
             if wanted:
-                values = self._each_resample(computation, binning, counts, name, taken)
+                values = self._each_resample(computation, binning, counts, name, taken, by_row)
                 out.update((k, values[k]) for k in wanted)
         return out
 
@@ -339,12 +352,16 @@ class Prepared:
         return computation.resample_counts(binning.sorted_confidence, correct[binning.order], self._options())
 
     def _each_resample(self, computation: catalog.Metric, binning: Binning, counts: np.ndarray,
-                       score: str, taken: np.ndarray) -> dict[str, np.ndarray]:
+                       score: str, taken: np.ndarray, by_row: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The keys of a catalog computation of the confidence with no vectorised form here, on each
         resample: its ``resample_counts`` on the whole block (prepared once per score; ``taken``: the
         counts in the order of confidence), else its ``resample`` function once on each resample's rows."""
         if (score, computation.key) in self._counted:
-            values = self._counted[score, computation.key](taken)
+            counted = self._counted[score, computation.key]
+            if by_row is not None and (score, computation.key) in self._by_row:  # its rows in the order of confidence
+                values = counted(taken, by_row=by_row if binning.in_order else by_row[binning.order])
+            else:
+                values = counted(taken)
             return dict(zip(computation.gives, values, strict=True))
         options = self._options()
         correct = np.zeros(binning.order.size, dtype=bool)

@@ -279,9 +279,11 @@ class SmoothEceOfCounts:
         wanted = np.ceil(np.log2(self.points / sigma))
         return np.minimum(self.most, np.maximum(MIN_GRID, 2.0 ** np.maximum(0, wanted))).astype(np.int64)
 
-    def __call__(self, counts) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, counts, by_row=None) -> tuple[np.ndarray, np.ndarray]:
+        """``by_row``: ``counts.T`` as float64, C-contiguous, when the caller has it (N x B)."""
         counts = np.asarray(counts)
-        by_row = np.ascontiguousarray(counts.T, dtype=np.float64)  # N x B
+        if by_row is None:
+            by_row = np.ascontiguousarray(counts.T, dtype=np.float64)  # N x B
         positive, negative, total = self.sums @ by_row
         total = np.maximum(total, 1.0)
         spectra: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # grid size: (spectra, which rows hold one)
@@ -297,7 +299,7 @@ class SmoothEceOfCounts:
             if missing.size:
                 chosen = by_row if missing.size == by_row.shape[1] else by_row[:, missing]
                 mass = (self._spread(n_grid) @ chosen).T  # missing x (G + 1)
-                circle = np.zeros((mass.shape[0], 2 * n_grid))
+                circle = np.empty((mass.shape[0], 2 * n_grid))  # (every element written below)
                 circle[:, : n_grid + 1] = mass
                 circle[:, n_grid + 1:] = mass[:, n_grid - 1:0:-1]  # as _circle_spectrum
                 circle[:, 0] += mass[:, 0]
