@@ -167,7 +167,8 @@ def test_a_model_figure_is_drawn_after_all_when_the_figure_across_models_is_empt
 
 
 PROBE_FORKSERVER = """
-import signal, sys
+import faulthandler, signal, sys
+faulthandler.dump_traceback_later(60, exit=True)  # a hang shows where, in the test's message
 import numpy as np
 from selcal.figures import render
 render.MAX_WORKERS = 2
@@ -190,7 +191,7 @@ def test_the_drawing_workers_and_their_forkserver_start_with_ctrl_c_blocked():
     # Ctrl-C reaches the whole process group; a forkserver still importing its preloaded modules printed a
     # KeyboardInterrupt traceback (seen on CI). The mask set around the pool's start was undone by CPython's
     # resource tracker (its start unblocks SIGINT), so the forkserver ran with SIGINT deliverable.
-    out = subprocess.run([sys.executable, "-c", PROBE_FORKSERVER], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", PROBE_FORKSERVER], capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr
     count, children_blocked, parent_blocked = out.stdout.split()
     assert int(count) >= 2 and children_blocked == "True" and parent_blocked == "False", out.stdout
