@@ -167,22 +167,21 @@ def test_a_model_figure_is_drawn_after_all_when_the_figure_across_models_is_empt
 
 
 PROBE_FORKSERVER = """
-import faulthandler, signal, sys
+import faulthandler, signal, sys, time
 faulthandler.dump_traceback_later(60, exit=True)  # a hang shows where, in the test's message
-import numpy as np
 from selcal.figures import render
-render.MAX_WORKERS = 2
 context = render._context()
 render.start_forkserver(context)
-pool = context.Pool(2)
-pids = [pool.apply(__import__("os").getpid) for _ in range(4)]
+worker = context.Process(target=time.sleep, args=(30,))  # a child of the forkserver, as the pool's workers
+worker.start()
 from multiprocessing import forkserver
-processes = [forkserver._forkserver._forkserver_pid, *set(pids)]
 def blocked(pid):
     mask = next(l for l in open(f"/proc/{pid}/status") if l.startswith("SigBlk:")).split()[1]
     return bool(int(mask, 16) & (1 << (signal.SIGINT - 1)))
-print(len(processes), all(blocked(pid) for pid in processes), blocked("self"))
-pool.terminate()
+processes = [forkserver._forkserver._forkserver_pid, worker.pid]
+print(len(processes), all(blocked(pid) for pid in processes), blocked("self"), flush=True)
+worker.terminate()
+worker.join()
 """
 
 
