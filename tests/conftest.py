@@ -129,3 +129,23 @@ def h():
         is_number=is_number,
         FLOAT_TYPES=FLOAT_TYPES,
     )
+
+
+# ---------------------------------------------------------------- signal handlers stay the test process's own
+
+_HANDLED = tuple(getattr(__import__("signal"), name) for name in ("SIGINT", "SIGTERM", "SIGALRM")
+                 if hasattr(__import__("signal"), name))
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_are_restored():
+    """Each test leaves SIGINT, SIGTERM and SIGALRM as it found them. ``selcal.cli.run`` called in-process
+    ends by ignoring them (a real run is exiting then); left so, every later subprocess inherited SIGTERM
+    ignored, a pool's ``terminate()`` could not end its workers and hung, and Ctrl-C stopped nothing."""
+    import signal
+
+    before = {signum: signal.getsignal(signum) for signum in _HANDLED}
+    yield
+    for signum, handler in before.items():
+        if handler is not None and signal.getsignal(signum) != handler:
+            signal.signal(signum, handler)
