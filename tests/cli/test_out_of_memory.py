@@ -63,8 +63,8 @@ def test_a_library_loaded_in_the_middle_of_a_run_that_does_not_fit_is_one_line(t
     assert not (tmp_path / "out.json").exists()
 
 
-@pytest.mark.parametrize("error", ["MemoryError()", "RuntimeError(\"can't start new thread\")",
-                                   "OSError(12, 'Cannot allocate memory')"])
+@pytest.mark.parametrize("error", ["MemoryError()", pytest.param("RuntimeError(\"can't start new thread\")", marks=pytest.mark.slow),
+                                   pytest.param("OSError(12, 'Cannot allocate memory')", marks=pytest.mark.slow)])
 def test_memory_running_out_in_a_reader_is_one_line(tmp_path, dump, error):
     prelude = f"import selcal.io.npz as npz\ndef boom(*a, **k):\n    raise {error}\nnpz.load_npz = boom\n"
     done = run_selcal(tmp_path, ["evaluate", str(dump)], prelude)

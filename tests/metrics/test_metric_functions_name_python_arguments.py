@@ -50,6 +50,7 @@ def test_evaluate_arrays_names_its_arguments():
         "scores='msp,temp'), or pass input_kind='logits'")
 
 
+@pytest.mark.slow
 def test_the_command_line_keeps_its_flags(tmp_path):
     path = tmp_path / "m.csv"
     path.write_text("label,logit_0,logit_1\n" + "".join(f"{y},{a},{b}\n" for y, (a, b) in zip(LABELS, NOT_PROBS)))

@@ -138,6 +138,7 @@ def test_page_shows_the_result_numbers(result, page_text):
     assert "<baseline>" not in page_text and "&lt;baseline&gt;" in page_text
 
 
+@pytest.mark.slow
 def test_page_lists_the_settings(page_text):
     text = " ".join(parse(page_text).text)
     settings = text[text.index("Settings"):]

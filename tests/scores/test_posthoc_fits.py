@@ -64,6 +64,11 @@ def check_temperature_against_reference(logits, labels):
     return fit, t_ref
 
 
+def slow_but(cases, fast):
+    """``cases`` for parametrize, each but those of ``fast`` marked slow (the fast tier keeps one real model)."""
+    return [case if case in fast else pytest.param(*case, marks=pytest.mark.slow) for case in cases]
+
+
 REAL_TEMPERATURE_CASES = [
     ("markus93_densenet40_c10", "val"),
     ("calibrator_cifar10_resnet50_ce", "val"),
@@ -74,7 +79,7 @@ REAL_TEMPERATURE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("model,split", REAL_TEMPERATURE_CASES)
+@pytest.mark.parametrize("model,split", slow_but(REAL_TEMPERATURE_CASES, [("noisycal_ham10000", "val")]))
 def test_temperature_matches_brute_force_on_real_data(model, split):
     logits, labels = load_real(model, split)
     check_temperature_against_reference(logits, labels)
@@ -230,19 +235,20 @@ REAL_PNORM_CASES = [
 
 
 @pytest.mark.parametrize("center", [True, False], ids=["center", "no-center"])
-@pytest.mark.parametrize("model,split", REAL_PNORM_CASES)
+@pytest.mark.parametrize("model,split", slow_but(REAL_PNORM_CASES, [("noisycal_ham10000", "val")]))
 def test_pnorm_aurc_matches_grid_loop_on_real_data(model, split, center):
     logits, labels = load_real(model, split)
     check_pnorm(logits, labels, (model, split), center, "aurc")
 
 
 @pytest.mark.parametrize("center", [True, False], ids=["center", "no-center"])
-@pytest.mark.parametrize("model,split", REAL_PNORM_CASES[:3:2])
+@pytest.mark.parametrize("model,split", slow_but(REAL_PNORM_CASES[:3:2], []))
 def test_pnorm_augrc_matches_grid_loop_on_real_data(model, split, center):
     logits, labels = load_real(model, split)
     check_pnorm(logits, labels, (model, split), center, "augrc")
 
 
+@pytest.mark.slow
 def test_pnorm_on_real_k100_subset():
     logits, labels = load_real("wasscal_cifar100_playground_cnn", "test")
     logits, labels = logits[:2500], labels[:2500]

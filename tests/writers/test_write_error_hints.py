@@ -27,6 +27,7 @@ def test_the_hint_follows_the_cause(code, hint):
     assert write_error(exc, "out.json") == f"out.json: cannot write ({os.strerror(code)}); {hint}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/version"), reason="needs /proc")
 def test_an_output_in_proc_is_not_told_to_free_space(tmp_path):
     np.savez(tmp_path / "m.npz", logits=np.random.default_rng(0).normal(size=(50, 3)), labels=np.arange(50) % 3)
