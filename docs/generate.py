@@ -270,10 +270,13 @@ def _selcal(args: list[str]) -> tuple[str, str, int]:
     status, through the console entry point's own handling (one-line errors, status 2), in this process.
     Without the progress lines a long run prints in a pipe (their count depends on the machine's speed)
     and without the spaces that pad a table's last column (an editor would strip them)."""
-    from click.testing import CliRunner
+    from typer.testing import CliRunner  # (Typer vendors Click: no click package in a fresh venv)
 
     from selcal import cli
     from selcal.cli import progress
+
+    def text(stream) -> str:
+        return "\n".join(line.rstrip() for line in stream.getvalue().decode().splitlines())
 
     argv, every = sys.argv, progress.PIPE_EVERY
     with CliRunner().isolation(env=ENV) as (stdout, _, both):
@@ -282,11 +285,8 @@ def _selcal(args: list[str]) -> tuple[str, str, int]:
             code = cli._invoke()
         finally:
             sys.argv, progress.PIPE_EVERY = argv, every
-
-    def text(stream) -> str:
-        return "\n".join(line.rstrip() for line in stream.getvalue().decode().splitlines())
-
-    return text(stdout), text(both), code if isinstance(code, int) else 0
+        printed = text(stdout), text(both)  # (read inside: Typer's runner closes its streams on leaving)
+    return *printed, code if isinstance(code, int) else 0
 
 
 def run_shown(args: str) -> str:

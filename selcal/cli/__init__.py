@@ -115,6 +115,9 @@ def _invoke():
             say(f"selcal: error: {OUT_OF_MEMORY_LOADING.format(what=_library(exc))}" if isinstance(exc, ImportError)
                 else f"selcal: error: {OUT_OF_MEMORY}")
             return 2
+        signalled = _signal_behind(exc)
+        if signalled is not None:  # a signal inside a C extension's import came back as its ImportError
+            raise signalled from None
         if not hasattr(exc, "format_message"):
             raise
         message = exc.format_message().strip()
@@ -128,6 +131,20 @@ def _library(exc: ImportError) -> str:
     text = str(exc).split(":", 1)[0].rsplit("/", 1)[-1]
     name = text.split(".cpython")[0] if text.endswith(".so") or ".so." in text else getattr(exc, "name", None)
     return name or "a library"
+
+
+def _signal_behind(exc: BaseException):
+    """The Signalled that ``exc`` was raised from, if any (scipy.optimize's ``_core`` extension, importing
+    when SIGTERM came, reported the handler's Signalled as "ImportError: initialization failed")."""
+    from .signals import Signalled
+
+    seen = 0
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and seen < 10:
+        if isinstance(cause, Signalled):
+            return cause
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return None
 
 
 def _stopped(exc: Signalled) -> int:

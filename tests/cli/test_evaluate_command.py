@@ -924,7 +924,7 @@ def test_backslash_and_brackets_in_a_file_name_stay_in_the_model_name(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flag,value,said", [
-    ("--risks", "{x}", "--risks takes numbers, e.g. 0.01,0.05; got '{x}'"),
+    ("--risks", "{x}", "--risks takes numbers, e.g. 0.01,0.05 or 1%,5%; got '{x}'"),
     ("--p-grid", "1-{2}", "--p-grid takes positive integers such as 1-10 or 1,2,4; got '1-{2}'"),
     ("--scores", "msp,{oops}", "unknown score {oops}; choose from"),
 ])

@@ -87,3 +87,31 @@ def test_a_caught_signal_is_raised_where_the_run_is_and_a_dropped_one_is_raised_
         signal.setitimer(signal.ITIMER_REAL, 0)
         for s, handler in handlers.items():
             signal.signal(s, handler)
+
+
+_SIGNAL_IN_AN_EXTENSIONS_IMPORT = '''
+import os, signal
+import selcal.cli as cli
+
+def app(standalone_mode=False, **kwargs):
+    try:  # as a C extension's module init reports what the signal handler raised in it
+        os.kill(os.getpid(), signal.SIG{name})
+        for _ in range(1000):
+            pass
+    except BaseException as exc:
+        raise ImportError("initialization failed") from exc
+    print("finished")
+    return 0
+
+cli.app = app
+cli.run()
+'''
+
+
+@pytest.mark.parametrize("name,code,line", [("INT", 130, "selcal: aborted"), ("TERM", 143, "selcal: terminated")])
+def test_a_signal_while_a_library_imports_is_the_signals_line_not_the_import_error(name, code, line):
+    """SIGTERM 1.2 s into a report run, while scipy.optimize imported its ``_core`` extension, gave
+    'ImportError: initialization failed' with a traceback and status 1 (seen on CI)."""
+    run = subprocess.run([sys.executable, "-c", _SIGNAL_IN_AN_EXTENSIONS_IMPORT.replace("{name}", name)],
+                         capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr.strip()) == (code, line), (run.stdout, run.stderr)
