@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 from ..errors import SelcalError
 from ..metrics import catalog
 from ..metrics.catalog import better
+from ..options import fraction
 from .load import HIGHER_IS_BETTER, LOWER_IS_BETTER, Metric
 
 
@@ -131,9 +132,9 @@ def parse_bound(text: str, option: str) -> tuple[Spec, float]:
                 else "* covers the metrics shown in percent")
         raise SelcalError(f"{option} {text}: {what}: {number:g} would be {100 * number:g}%; "
                           f"write {name.strip()}={number:g}% or {name.strip()}={number / 100:g}")
-    # the percent as written, divided exactly and rounded once: 85.4% is 0.854, as the JSON holds it
-    # (85.4 / 100 in floating point is 0.8540000000000001, which fails --min accuracy=85.4% at 0.854)
-    number = float(Decimal(value[:-1].strip()) / 100) if percent else number
+    # the percent as written, divided exactly and rounded once (options.fraction): 85.4% is 0.854, as the JSON
+    # holds it (85.4 / 100 in floating point is 0.8540000000000001, which fails --min accuracy=85.4% at 0.854)
+    number = fraction(value) if percent else number
     if option == "--tolerance" and number < 0:
         raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
     _within_range(text, option, spec, number, in_percent)
