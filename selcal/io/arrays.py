@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import DumpSource, input_error, labels_to_int, canonical_split_array, finite_values
-from .columns import ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+from .columns import BOOL_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -54,6 +54,8 @@ class ArraysSource(DumpSource):
             logits = logits[:, None]
         if logits.ndim != 2:
             raise input_error(path, self.logits_col, None, f"has {logits.ndim} dimensions; expected N x K")
+        if logits.dtype.kind == "b":
+            raise input_error(path, self.logits_col, None, BOOL_LOGITS)
         if logits.dtype not in _FLOATS:
             raise input_error(path, self.logits_col, None,
                         f"has dtype {logits.dtype}; save float16, float32 or float64 logits")

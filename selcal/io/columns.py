@@ -56,6 +56,13 @@ class Kind(Enum):
 
 FLOAT_LOGITS = ("logits must be float16, float32 or float64: cast integer logits to float (quantised ones "
                 "multiplied by their scale first: raw integer codes would give a wrong softmax)")
+BOOL_LOGITS = ("holds true/false values; logits must be numbers (float16, float32 or float64): save the model's logits, "
+               "not a yes/no per class (booleans are not read as 0 and 1)")
+
+
+def not_float(kind: Kind) -> str:
+    """Why a logits column of ``kind`` (not :attr:`Kind.FLOAT`) is refused, said as its kind calls for."""
+    return BOOL_LOGITS if kind is Kind.BOOL else "is not a float column; " + FLOAT_LOGITS
 
 
 def _fail(path, column, message: str) -> SelcalError:
@@ -118,7 +125,7 @@ def _wide_family(path: str, kinds: dict) -> LogitsLayout | None:
     columns = tuple(indexed[k][0] for k in range(n_classes))
     for name in columns:
         if kinds[name] is not Kind.FLOAT:
-            raise _fail(path, name, "is not a float column; " + FLOAT_LOGITS)
+            raise _fail(path, name, not_float(kinds[name]))
     return LogitsLayout(f"{prefix}*", columns, True)
 
 
@@ -149,7 +156,7 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
             raise _fail(path, None, f"no logits column '{requested}' (columns: {', '.join(names)})")
         for name in columns:
             if kinds[name] is not Kind.FLOAT:
-                raise _fail(path, name, "is not a float column; " + FLOAT_LOGITS)
+                raise _fail(path, name, not_float(kinds[name]))
         return LogitsLayout(requested, columns, True)
     if "logits" in kinds:
         return _one_column(path, "logits", kinds["logits"])
@@ -164,6 +171,9 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
     single = [name for name in BINARY_NAMES if kinds.get(name) is Kind.FLOAT]
     if single:
         return LogitsLayout(single[0], (single[0],), True)
+    flags = [name for name in BINARY_NAMES if kinds.get(name) is Kind.BOOL]  # a binary logit saved as a decision
+    if flags:
+        raise _fail(path, flags[0], BOOL_LOGITS)
     raise _fail(path, None, f"no logits found (columns: {', '.join(names)}); store them in a list column 'logits', "
                             "in columns logit_0 .. logit_{K-1} (or class_k, or probabilities prob_k), or one binary logit in a float column 'logit'")
 

@@ -106,10 +106,39 @@ def _stacked(array: np.ndarray, name: str) -> np.ndarray:
     return np.stack([np.asarray(values) for values in rows])
 
 
+BOOL_LOGITS = ("holds True/False values; logits must be numbers: pass the model's float logits, not a yes/no per "
+               "class (booleans are not read as 0 and 1)")
+
+
+def _boolean_column(value) -> str | None:
+    """The first column of a pandas or polars DataFrame that holds booleans (plain, nullable, or a list of
+    them), ``""`` for such a Series, None otherwise: a frame that mixes them with floats converts to floats,
+    True as 1.0, before its dtype can tell."""
+    if _library(value) not in ("pandas", "polars"):
+        return None
+    if type(value).__name__ == "LazyFrame":  # its schema, without running the query (whose errors are said later)
+        try:
+            types = value.collect_schema().items()
+        except Exception:  # noqa: BLE001  (polars' error, said in one line when the frame is collected)
+            return None
+    elif hasattr(value, "columns"):
+        types = value.schema.items() if _library(value) == "polars" else value.dtypes.items()
+    else:
+        types = [("", getattr(value, "dtype", None))]
+    return next((str(column) for column, dtype in types
+                 if str(dtype).lower() in ("bool", "boolean", "list(boolean)", "array(boolean)")), None)
+
+
 def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
     """(logits N x K, binary): validated logits; a 1-D array or K = 1 is one binary logit v,
-    returned as the two columns (0, v) with ``binary`` True (CONVENTIONS.md, "Input")."""
+    returned as the two columns (0, v) with ``binary`` True (CONVENTIONS.md, "Input"). Booleans
+    are refused (:data:`BOOL_LOGITS`), never read as 0 and 1."""
+    column = _boolean_column(value)
+    if column is not None:
+        raise SelcalError(f"{name}: {f'column {column!r} ' if column else ''}{BOOL_LOGITS}")
     logits = to_numpy(value, name)
+    if logits.dtype.kind == "b":
+        raise SelcalError(f"{name}: {BOOL_LOGITS}")
     if logits.ndim == 1:
         logits = logits[:, None]
     if logits.ndim != 2:

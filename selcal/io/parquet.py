@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import DumpSource, SelcalError, input_error, first_null_row, finite_values, labels_to_int, first_line, split_values, string_values
-from .columns import FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+from .columns import BOOL_LOGITS, FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
@@ -147,12 +147,16 @@ class ParquetSource(DumpSource):
         if layout.wide:
             for name in layout.columns:
                 data_type = schema.field(name).type
+                if pa.types.is_boolean(data_type):
+                    raise input_error(path, name, None, BOOL_LOGITS)
                 if data_type not in _FLOAT_TYPES:
                     raise input_error(path, name, None,
                                 f"has type {data_type}; {FLOAT_LOGITS}")
             return layout.name, list(layout.columns)
         logits_col = layout.name
         data_type = schema.field(logits_col).type
+        if pa.types.is_boolean(data_type):
+            raise input_error(path, logits_col, None, BOOL_LOGITS)
         if not _is_list(data_type):
             raise input_error(
                 path, logits_col, None,
@@ -163,6 +167,8 @@ class ParquetSource(DumpSource):
         if _is_list(value_type):
             raise input_error(path, logits_col, None,
                         f"holds nested lists ({data_type}); store one flat list of K logits per row")
+        if pa.types.is_boolean(value_type):
+            raise input_error(path, logits_col, None, BOOL_LOGITS)
         if value_type not in _FLOAT_TYPES:
             raise input_error(path, logits_col, None, f"holds {value_type} values; {FLOAT_LOGITS}")
         return logits_col, None

@@ -111,3 +111,20 @@ def test_duplicate_ids_are_named_as_the_ids_argument():
     ids = [f"r{i}" for i in range(59)] + ["r3"]
     assert refused(lambda: selcal.evaluate_arrays(LOGITS, LABELS, scores="msp", ids=ids)) == (
         "ids: row 59: id 'r3' also at row 3; every row needs its own id")
+
+
+@pytest.mark.parametrize("logits, where", [
+    (LOGITS > 0, "logits: holds"),
+    ((LOGITS > 0).tolist(), "logits: holds"),
+    (pl.DataFrame({"a": LOGITS[:, 0], "b": LOGITS[:, 1] > 0}), "logits: column 'b' holds"),  # polars: 1.0 and 0.0
+    (pd.DataFrame({"a": LOGITS[:, 0], "b": pd.array(LOGITS[:, 1] > 0, dtype="boolean")}), "logits: column 'b' holds"),
+    (pd.Series(pd.array(LOGITS[:, 0] > 0, dtype="boolean")), "logits: holds"),
+    (pl.DataFrame({"a": LOGITS[:, 0], "b": LOGITS[:, 1] > 0}).lazy(), "logits: column 'b' holds"),
+], ids=["numpy", "list", "polars-mixed", "pandas-nullable", "pandas-series", "polars-lazy"])
+def test_boolean_logits_are_refused_not_read_as_0_and_1(logits, where):
+    assert refused(lambda: aurc(logits)).startswith(f"{where} True/False values; logits must be numbers")
+
+
+def test_the_metric_functions_refuse_boolean_predictions():
+    one_hot = np.eye(4, dtype=bool)[LABELS]  # hard decisions: as probabilities they would give ECE 0
+    assert refused(lambda: selcal.metrics.ece(LABELS, one_hot)).startswith("y_pred: holds True/False values")

@@ -134,3 +134,43 @@ def test_integer_logits_are_refused_saying_to_cast_and_scale_them(tmp_path, cli,
     pq.write_table(table, tmp_path / "q.parquet")
     one_error_line(cli("evaluate", tmp_path / "q.parquet"), "q.parquet", "cast integer logits to float",
                    "multiplied by their scale")
+
+
+def _boolean_logits(tmp_path, layout: str):
+    """A dump whose logits (or one of their columns) are true/false, in ``layout``; (its path, the column named)."""
+    rng = np.random.default_rng(0)
+    flags, labels = rng.random((20, 3)) > 0.5, rng.integers(0, 3, 20)
+    floats = rng.normal(size=(20, 3))
+    if layout in ("list", "fixed_size_list"):
+        values = pa.array(flags.ravel())
+        column = (pa.FixedSizeListArray.from_arrays(values, 3) if layout == "fixed_size_list"
+                  else pa.ListArray.from_arrays(np.arange(0, 61, 3, dtype=np.int32), values))
+        table, column_name = pa.table({"label": labels, "logits": column}), "logits"
+    elif layout == "wide":  # one bool column among float ones
+        table = pa.table({"label": labels, "logit_0": floats[:, 0], "logit_1": flags[:, 1], "logit_2": floats[:, 2]})
+        column_name = "logit_1"
+    elif layout == "binary":
+        table, column_name = pa.table({"label": labels % 2, "logit": flags[:, 0]}), "logit"
+    if layout in ("list", "fixed_size_list", "wide", "binary"):
+        pq.write_table(table, tmp_path / "b.parquet")
+        return tmp_path / "b.parquet", column_name
+    if layout == "csv":
+        path = tmp_path / "b.csv"
+        path.write_text("label,logit_0,logit_1\n" + "".join(f"{y % 2},{str(a).lower()},{str(b).lower()}\n"
+                                                          for y, (a, b, _) in zip(labels, flags)))
+        return path, "logit_0"
+    if layout == "jsonl":
+        path = tmp_path / "b.jsonl"
+        path.write_text("".join(f'{{"label": {y}, "logits": [{", ".join(str(v).lower() for v in row)}]}}\n'
+                                for y, row in zip(labels, flags)))
+        return path, "logits"
+    np.savez(tmp_path / "b.npz", logits=flags, labels=labels)
+    return tmp_path / "b.npz", "logits"
+
+
+@pytest.mark.parametrize("layout", ["list", "fixed_size_list", "wide", "binary", "csv", "jsonl", "npz"])
+def test_boolean_logits_are_refused_not_read_as_0_and_1(tmp_path, cli, layout):
+    # true/false per class is a decision, not a logit: read as 0/1 it would give a softmax, and numbers, of nothing.
+    path, column = _boolean_logits(tmp_path, layout)
+    one_error_line(cli("evaluate", path), f"{path.name}: column '{column}': holds true/false values; "
+                                          "logits must be numbers", "not read as 0 and 1")
