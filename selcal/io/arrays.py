@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import DumpSource, input_error, labels_to_int, canonical_split_array, finite_values
-from .columns import BOOL_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+from .columns import BOOL_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -84,7 +84,7 @@ class ArraysSource(DumpSource):
 
     def _per_row(self, arrays: dict, name: str, n_rows: int) -> np.ndarray | None:
         """The 1-D array ``name`` as strings (None when absent); refused unless it has N entries."""
-        if name not in arrays:
+        if optional_column(self.path, arrays, name) is None:
             return None
         array = arrays[name]
         if array.ndim != 1 or array.size != n_rows:

@@ -18,6 +18,7 @@ and :func:`canonical_splits`; the rules below are CONVENTIONS.md, "Inputs and la
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -69,6 +70,55 @@ def _fail(path, column, message: str) -> SelcalError:
     return SelcalError(f"{path}: column '{column}': {message}" if column else f"{path}: {message}")
 
 
+def listed(names) -> str:
+    """Column names for a message, comma-separated; a name with white space around it (or none but
+    white space) shown as Python shows it, quoted, so its spaces can be seen.
+
+    >>> listed(["label", " logit_0", "logit_1 "])
+    "label, ' logit_0', 'logit_1 '"
+    """
+    return ", ".join(repr(name) if name != name.strip() or not name else name for name in map(str, names))
+
+
+def _padded(names, wanted) -> list[str]:
+    """The names of ``names`` with white space around them whose bare form ``wanted(bare)`` accepts."""
+    return [name for name in map(str, names) if name != name.strip() and name.strip() and wanted(name.strip())]
+
+
+def padded_name(path, name: str) -> SelcalError:
+    """The refusal of a column whose name is one selcal looks for with white space around it (``' logit_1'``, a
+    CSV header typed with spaces after the commas): names are matched exactly, so it would be ignored.
+
+    >>> str(padded_name("m.csv", " logit_1"))
+    "m.csv: column ' logit_1': its name begins with a space, so it is not the column 'logit_1' (names are matched exactly); rename it 'logit_1' (in a CSV header: no space after the commas)"
+    """
+    bare = name.strip()
+    lead, trail = name[:len(name) - len(name.lstrip())], name[len(name.rstrip()):]
+    space = "a space" if lead + trail == " " else "spaces" if set(lead + trail) == {" "} else "white space"
+    where = f"begins with {space}" if not trail else f"ends with {space}" if not lead else f"has {space} around it"
+    side = "after" if not trail else "before" if not lead else "around"
+    base = os.path.basename(str(path)).lower()
+    kind = ("CSV", "commas") if ".csv" in base else ("TSV", "tabs") if ".tsv" in base or ".tab" in base else None
+    hint = f" (in a {kind[0]} header: no space {side} the {kind[1]})" if kind else ""
+    return _fail(path, name, f"its name {where}, so it is not the column {bare!r} (names are matched exactly); "
+                             f"rename it {bare!r}{hint}")
+
+
+def optional_column(path, names, name: str) -> str | None:
+    """``name`` when a column has it exactly (``split``, ``id``), None when none has; refused when a column
+    has it with white space around (:func:`padded_name`): its rows would be read as if it were not there.
+
+    >>> optional_column("m.parquet", ["label", "logits", "split"], "split"), optional_column("m.parquet", ["label"], "id")
+    ('split', None)
+    """
+    if name in names:
+        return name
+    padded = _padded(names, lambda bare: bare == name)
+    if padded:
+        raise padded_name(path, padded[0])
+    return None
+
+
 def find_label(path: str, kinds: dict, requested: str | None = None) -> str:
     """The label column: ``requested`` (``--label-col``) or the one of :data:`LABEL_NAMES`.
 
@@ -78,14 +128,17 @@ def find_label(path: str, kinds: dict, requested: str | None = None) -> str:
     names = list(kinds)
     if requested is not None:
         if requested not in kinds:
-            raise _fail(path, None, f"no label column '{requested}' (columns: {', '.join(names)}); "
+            raise _fail(path, None, f"no label column '{requested}' (columns: {listed(names)}); "
                                     "name it with --label-col")
         return requested
+    padded = _padded(names, lambda bare: bare in LABEL_NAMES)  # never found by its exact name: never silently passed by
+    if padded:
+        raise padded_name(path, padded[0])
     found = [name for name in LABEL_NAMES if name in kinds]
     if len(found) == 1:
         return found[0]
     if not found:
-        raise _fail(path, None, f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: {', '.join(names)}); "
+        raise _fail(path, None, f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: {listed(names)}); "
                                 "name it with --label-col")
     raise _fail(path, None, f"several label columns ({', '.join(found)}); name the one to use with --label-col")
 
@@ -153,11 +206,34 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
             return _one_column(path, requested, kinds[requested])
         columns = named_columns(path, requested, names)
         if columns is None:
-            raise _fail(path, None, f"no logits column '{requested}' (columns: {', '.join(names)})")
+            raise _fail(path, None, f"no logits column '{requested}' (columns: {listed(names)})")
         for name in columns:
             if kinds[name] is not Kind.FLOAT:
                 raise _fail(path, name, not_float(kinds[name]))
         return LogitsLayout(requested, columns, True)
+    # A name of the rules with white space around it is never matched: refused when the rules did not use it
+    # (label,logit_0, logit_1 read logit_0 alone, one binary logit), and named when they found nothing.
+    padded = _padded(names, _logits_name)
+    try:
+        layout = _found_logits(path, kinds)
+    except SelcalError:
+        if padded:
+            raise padded_name(path, padded[0]) from None
+        raise
+    ignored = [name for name in padded if name not in layout.columns and (layout.name == "*" or not name.strip().isdigit())]
+    if ignored:
+        raise padded_name(path, ignored[0])
+    return layout
+
+
+def _logits_name(bare: str) -> bool:
+    """Whether the rules of :func:`find_logits` look for a column of this name."""
+    return bare == "logits" or bare in BINARY_NAMES or WIDE_COLUMN.match(bare) is not None
+
+
+def _found_logits(path: str, kinds: dict) -> LogitsLayout:
+    """The logits by the rules, none requested."""
+    names = list(kinds)
     if "logits" in kinds:
         return _one_column(path, "logits", kinds["logits"])
     wide = _wide_family(path, kinds)
@@ -167,14 +243,14 @@ def find_logits(path: str, kinds: dict, requested: str | None = None, *, exclude
     if len(lists) == 1:
         return LogitsLayout(lists[0], (lists[0],), False)
     if len(lists) > 1:
-        raise _fail(path, None, f"several list columns ({', '.join(lists)}); name the logits with --logits-col")
+        raise _fail(path, None, f"several list columns ({listed(lists)}); name the logits with --logits-col")
     single = [name for name in BINARY_NAMES if kinds.get(name) is Kind.FLOAT]
     if single:
         return LogitsLayout(single[0], (single[0],), True)
     flags = [name for name in BINARY_NAMES if kinds.get(name) is Kind.BOOL]  # a binary logit saved as a decision
     if flags:
         raise _fail(path, flags[0], BOOL_LOGITS)
-    raise _fail(path, None, f"no logits found (columns: {', '.join(names)}); store them in a list column 'logits', "
+    raise _fail(path, None, f"no logits found (columns: {listed(names)}); store them in a list column 'logits', "
                             "in columns logit_0 .. logit_{K-1} (or class_k, or probabilities prob_k), or one binary logit in a float column 'logit'")
 
 
@@ -203,14 +279,14 @@ def named_columns(path: str, spec: str, names) -> tuple[str, ...] | None:
         missing = [name for name in found if name not in names]
         if missing:
             raise _fail(path, None, f"--logits-cols names '{missing[0]}', which is not a column "
-                                    f"(columns: {', '.join(names)})")
+                                    f"(columns: {listed(names)})")
         if len(set(found)) < len(found):
             raise _fail(path, None, f"--logits-cols {spec}: a column is named twice")
         what = ""
     else:
         return None
     if not found:
-        raise _fail(path, None, f"--logits-cols {spec}: no column names {what} (columns: {', '.join(names)})")
+        raise _fail(path, None, f"--logits-cols {spec}: no column names {what} (columns: {listed(names)})")
     return tuple(found)
 
 

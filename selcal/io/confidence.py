@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from ..errors import SelcalError
 from .arrays import array_kind
 from .base import DumpSource, input_error, first_null_row, labels_to_int, first_line, string_values, canonical_split_array, finite_values
-from .columns import PREDICTION_NAMES, find_label, find_logits
+from .columns import PREDICTION_NAMES, SPLIT_NAME, find_label, find_logits, optional_column
 from .parquet import arrow_kind, local_file
 from .text import TextFile, text_format
 
@@ -95,7 +95,7 @@ class ConfidenceSource(DumpSource):
         if len(predictions) > 1:
             raise input_error(path, None, None, f"several prediction columns ({', '.join(predictions)}); keep one")
         self.pred_col = predictions[0]
-        self.split_col = "split" if "split" in names else None
+        self.split_col = optional_column(path, names, SPLIT_NAME)
         self._names = names
         labels = self._integers(label_col)
         self.num_rows = int(labels.size)

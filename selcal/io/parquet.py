@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import DumpSource, SelcalError, input_error, first_null_row, finite_values, labels_to_int, first_line, split_values, string_values
-from .columns import BOOL_LOGITS, FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits
+from .columns import BOOL_LOGITS, FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
@@ -109,12 +109,12 @@ class ParquetSource(DumpSource):
             raise input_error(path, label_col, None, f"has type {label_type}; labels must be integers 0 .. K-1")
         self.logits_col, self.wide_columns = self._resolve_logits(schema, kinds, logits_col)
         self.split_col = None
-        self.split_col = SPLIT_NAME if SPLIT_NAME in names else None
+        self.split_col = optional_column(path, names, SPLIT_NAME)
         if self.split_col is not None:
             split_type = schema.field(SPLIT_NAME).type
             if not _is_text(split_type):
                 raise input_error(path, SPLIT_NAME, None, f"has type {split_type}; it must hold the strings 'val' and 'test'")
-        self.id_col = ID_NAME if ID_NAME in names else None
+        self.id_col = optional_column(path, names, ID_NAME)
         if self.id_col is not None:
             id_type = schema.field(ID_NAME).type
             if pa.types.is_nested(id_type):

@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import PickleBomb, canonical_model, model_json, split_data
+from helpers import PickleBomb, canonical_model, model_json, one_error_line, split_data
 
 import selcal
 from selcal.api import evaluate as evaluate_function
@@ -319,6 +319,50 @@ def test_a_score_column_with_more_than_two_labels_says_how_it_was_read(dumps, da
     path = dumps.table("score.parquet", {"score": pa.array(logits[:, 0]), "label": pa.array(labels)})
     with pytest.raises(SelcalError, match=r"label [23] is outside 0 .. 1"):
         model_json(path)
+
+
+def _csv(dumps, name: str, header: str, logits, labels, split=None):
+    """A CSV written by hand: ``header`` as typed, the values without spaces."""
+    path = dumps.path(name)
+    rows = (",".join([str(y), *(repr(float(v)) for v in row), *([] if split is None else [s])])
+            for y, row, s in zip(labels, logits, split if split is not None else labels))
+    path.write_text(header + "\n" + "".join(row + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("header, column, says", [
+    ("label,logit_0, logit_1, logit_2, logit_3", " logit_1", "begins with a space"),  # was K = 1: logit_0 alone
+    ("label, logit_0, logit_1, logit_2, logit_3", " logit_0", "begins with a space"),  # was "no logits found"
+    ("label ,logit_0,logit_1,logit_2,logit_3", "label ", "ends with a space"),
+    ("label,logit_0,logit_1,logit_2,logit_3,split ", "split ", "ends with a space"),  # was a random hold-out
+    ("label, 0, 1, 2, 3", " 0", "begins with a space"),
+])
+def test_a_column_name_with_spaces_around_it_is_named_never_ignored(dumps, data, cli, header, column, says):
+    logits, labels, split = data
+    path = _csv(dumps, "hand.csv", header, logits, labels, split if "split" in header else None)
+    bare = column.strip()
+    side = "after" if column.startswith(" ") else "before"
+    one_error_line(cli("evaluate", path), f"hand.csv: column '{column}': its name {says}, so it is not the column "
+                                          f"'{bare}' (names are matched exactly); rename it '{bare}' (in a CSV header: "
+                                          f"no space {side} the commas)")
+
+
+def test_a_parquet_column_name_with_a_space_is_named_with_its_space(dumps, data):
+    logits, labels, _ = data
+    columns = wide(logits, ["logit_0", "logit_1 ", "logit_2", "logit_3"]) | {"label": pa.array(labels)}
+    with pytest.raises(SelcalError, match=re.escape("column 'logit_1 ': its name ends with a space, so it is not the "
+                                                    "column 'logit_1' (names are matched exactly); rename it "
+                                                    "'logit_1'") + "$"):
+        model_json(dumps.table("padded.parquet", columns))
+
+
+def test_a_name_with_spaces_is_read_when_it_is_named_or_the_rules_find_it_anyway(dumps, data, canonical, h):
+    logits, labels, split = data
+    padded = wide(logits, [f" logit_{k}" for k in range(K)]) | {"label ": pa.array(labels), "split": pa.array(split)}
+    path = dumps.table("named.parquet", padded)
+    h.assert_same_numbers(both_paths(path, label_col="label ", logits_col=" logit_*"), canonical)
+    only_list = {"logits ": h.logits_array(logits), "label": pa.array(labels), "split": pa.array(split)}
+    h.assert_same_numbers(both_paths(dumps.table("only_list.parquet", only_list)), canonical)
 
 
 # ------------------------------------------------------------- .npz
