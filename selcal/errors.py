@@ -1,11 +1,34 @@
 """The one exception type selcal raises for input a user must fix."""
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class SelcalError(Exception):
     """Bad input or options: the message says what, where (file, column, row) and what to do.
 
     The CLI prints it as one line on stderr and exits with status 2.
     """
+
+
+_COMMAND_LINE: ContextVar[bool] = ContextVar("selcal_command_line", default=False)
+
+
+def naming_flags() -> bool:
+    """Whether messages name the command line's flags (``--input probs``): True while a ``selcal`` command
+    runs (:func:`command_line`); else they name the Python arguments (``input_kind='probs'``). Read where
+    the work is set up (a job, a source): a job run elsewhere (a Ray worker) carries what it was."""
+    return _COMMAND_LINE.get()
+
+
+@contextmanager
+def command_line():
+    """The messages of what runs inside name the command line's flags (:func:`naming_flags`)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
 
 
 class OptionError(SelcalError):

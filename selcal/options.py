@@ -350,6 +350,10 @@ class ReadSettings:
     stream: bool | None = None
     memory_budget: int = DEFAULT_MEMORY_BUDGET
 
+    def __post_init__(self):
+        if self.input_kind is not None and self.input_kind not in INPUT_KINDS:  # refused before any file is read
+            raise OptionError("input_kind", f"{{option}} must be one of {', '.join(INPUT_KINDS)}, got {self.input_kind!r}")
+
 
 @dataclass(frozen=True)
 class RunSettings:

@@ -17,7 +17,7 @@ import os
 import sys
 
 from .._version import __version__
-from ..errors import OUT_OF_MEMORY, OUT_OF_MEMORY_LOADING, out_of_memory
+from ..errors import OUT_OF_MEMORY, OUT_OF_MEMORY_LOADING, command_line, out_of_memory
 
 try:
     import typer
@@ -53,9 +53,11 @@ def _version(value: bool):
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ):
     """selcal: selective classification and calibration metrics from saved logits."""
+    ctx.with_resource(command_line())  # the command's messages name its flags (--input), not Python's arguments
 
 
 # The commands in a user's order (the order of --help and of the CLI reference), in two panels.

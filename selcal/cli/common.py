@@ -29,12 +29,16 @@ def fail(message: str):
     raise typer.Exit(2)
 
 
+# The Python arguments whose flag is not their name with dashes (groups.SHARED declares the flags from here).
+FLAGS = {"input_kind": "--input"}
+
+
 def flag_error(exc: OptionError) -> OptionError:
-    """The error of a Python argument (``p_grid``), naming its command-line flag (``--p-grid``); an
-    error that names a flag already is kept."""
+    """The error of a Python argument (``p_grid``), naming its command-line flag (``--p-grid``; ``input_kind``:
+    ``--input``, :data:`FLAGS`); an error that names a flag already is kept."""
     if exc.option.startswith("-"):
         return exc
-    return exc.named("--" + exc.option.replace("_", "-"))
+    return exc.named(FLAGS.get(exc.option, "--" + exc.option.replace("_", "-")))
 
 
 def fail_on(exc: SelcalError):

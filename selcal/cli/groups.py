@@ -18,7 +18,7 @@ import typer
 from ..errors import OptionError
 from ..options import (CHOICES, COMMAND_CHOICES, DEFAULT_PIXELS_PER_IMAGE, DEFAULTS, FigureSettings, ReadSettings,
                        RunSettings)
-from .common import flag_error, say
+from .common import FLAGS, flag_error, say
 
 
 def scores_help() -> str:
@@ -123,7 +123,7 @@ SHARED = {
                             "class order: A,B,C (a list), PREFIX* (a prefix) or /REGEX/ (matched whole); the last two "
                             "in the file's column order."),
     "ignore_label": dict(default=None, help="Drop rows with this label (e.g. 255)."),
-    "input_kind": dict(default=None, flags=("--input",), help=INPUT_HELP),
+    "input_kind": dict(default=None, flags=(FLAGS["input_kind"],), help=INPUT_HELP),
     "lm_norm": dict(default=None, flags=("--lm-norm",),
                     help="lm-evaluation-harness logs: none (the choices' log-likelihoods, lm-eval's acc), chars "
                          "(divided by each choice's length in characters, acc_norm) or bytes (in UTF-8 bytes, "

@@ -21,7 +21,7 @@ from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, input_error,
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
-from ..errors import SelcalError
+from ..errors import SelcalError, naming_flags
 from .probs import INPUT_KINDS
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
@@ -237,16 +237,20 @@ def read_dump(
 
 def open_dump(path, *, label_col: str | None = None, logits_col: str | None = None, ignore_label: int | None = None,
               group_col: str | None = None, input_kind: str | None = None, ood_label: int | None = None,
-              **settings) -> "DumpSource":
+              python: bool | None = None, **settings) -> "DumpSource":
     """Open a dump for reading in row batches (the schema is checked now, the rows as they come).
 
     ``input_kind`` (``--input``): ``logits``, ``probs`` or ``logprobs``; None detects
     probabilities (:mod:`selcal.io.probs`). ``ood_label`` (``--ood-label``): rows with this
     label belong to no class; they are read with the label :data:`~selcal.io.base.OOD_LABEL`. ``settings`` go to the readers that declare them
     (e.g. ``pixels_per_image`` and ``seed`` to segmentation folders) and are ignored by the others.
+    ``python``: the source's messages name the Python arguments (``input_kind='probs'``), not the flags
+    (``--input probs``); None: as :func:`selcal.errors.naming_flags` says (flags inside a ``selcal`` command).
     """
+    python = not naming_flags() if python is None else python
     if input_kind is not None and input_kind not in INPUT_KINDS:
-        raise SelcalError(f"--input must be one of {', '.join(INPUT_KINDS)}, got {input_kind!r}")
+        raise SelcalError(f"{'input_kind' if python else '--input'} must be one of {', '.join(INPUT_KINDS)}, "
+                          f"got {input_kind!r}")
     if ood_label is not None and ood_label == ignore_label:
         raise SelcalError(f"--ood-label and --ignore-label are both {ood_label}: a row is either dropped or counted "
                           "as an error of no class; give two values")
@@ -274,5 +278,5 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
                          group_col=group_col, **own)
     if input_kind is not None:  # else the reader's own (fd-shifts raw_output.npz: probs), or detected
         source.input_kind = input_kind
-    source.ood_label = ood_label
+    source.ood_label, source.python = ood_label, python
     return source

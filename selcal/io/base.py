@@ -110,6 +110,7 @@ class DumpSource:
     logits_col: str
     input_kind: str | None = None  # --input: logits, probs or logprobs; None: detected (selcal.io.probs)
     ood_label: int | None = None  # --ood-label: rows with this label belong to no class (read as OOD_LABEL)
+    python: bool = False  # messages name input_kind= (the Python face), not --input (set by open_dump)
 
     @property
     def has_groups(self) -> bool:

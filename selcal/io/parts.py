@@ -215,6 +215,7 @@ class PartsSource(DumpSource):
             batch_rows = max(64, (1 << 21) // max(self.num_classes, 1))
         for part in self.parts:  # what the logits hold (--input, or detected on the first part) holds for all
             part.input_kind, part.detected_input, part.ood_label = self.input_kind, self.detected_input, self.ood_label
+            part.python = getattr(self, "python", False)  # (its messages name what the caller used)
             for batch in part.batches(batch_rows):
                 self.detected_input = part.detected_input
                 yield batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import SelcalError
+from ..errors import SelcalError, naming_flags
 from ..io import expand_input, open_dump
 from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options, ReadSettings
 from ..results import EvaluationResult, ModelResult
@@ -49,11 +49,11 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
         if test.input_kind is None and test.detected_input is None:
             next(iter(test.batches()), None)  # the first batch says what the file holds
         kind = test.input_kind or test.detected_input or "logits"
-        options, dropped = scores_for_input(job.options, kind, test.path)
+        options, dropped = scores_for_input(job.options, kind, test.path, python=test.python)
         return with_input(evaluate_source(test, val_source, options=options, name=job.name, progress=progress),
                           kind, dropped)
     dump = test.read_all()
-    options, dropped = scores_for_input(job.options, dump.input, test.path)
+    options, dropped = scores_for_input(job.options, dump.input, test.path, python=test.python)
     dump.columns = read_columns(test, options)
     return with_input(evaluate_dump(dump, val_source.read_all() if val_source else None,
                                     options=options, name=job.name, progress=progress), dump.input, dropped)
@@ -83,7 +83,8 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
     if vals and len(vals) != len(paths):
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} --val files; give one --val per file, in the same order")
     columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                   pixels_per_image=pixels_per_image, seed=options.seed, **(reader_settings or {}))
+                   pixels_per_image=pixels_per_image, seed=options.seed, **(reader_settings or {}),
+                   python=not naming_flags())  # (a job run on a Ray worker names what its caller used too)
     expanded = [(i, *model) for i, path in enumerate(paths) for model in expand_input(path)]
     if vals and len(expanded) != len(paths):
         raise SelcalError("--val cannot be given with a folder of lm-evaluation-harness logs or a log of several "

@@ -1011,8 +1011,8 @@ def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> Non
         raise OptionError("score", f"{path}: holds no logits, only a confidence, a prediction and a label "
                                    f"per row, so {{option}} {score} cannot be computed on it; leave out {{option}} to "
                                    "certify its column 'confidence', or name another column with --score-col COLUMN")
-    for option, value, why in (("--input", input_kind, "it holds no logits"),
-                               ("--ood-label", ood_label, "a row is an error where its prediction is not its label")):
+    for option, value, why in (("input_kind", input_kind, "it holds no logits"),
+                               ("ood_label", ood_label, "a row is an error where its prediction is not its label")):
         if value is not None:
             raise OptionError(option, f"{path}: {{option}} has no meaning for a file of confidences ({why}); "
                                        "leave out {option}")

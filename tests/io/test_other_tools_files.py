@@ -211,13 +211,13 @@ def test_input_overrides_the_detection_and_refuses_what_is_not_probabilities(dum
     bad[41] = [0.7, 0.7]
     path = dumps.npz("mixed.npz", bad, labels, dtype="float64")
     assert read_dump(path).input == "logits"  # not every row: logits
-    with pytest.raises(SelcalError, match=r"column 'logits', row 41: is not a row of probabilities .* --input probs "
-                                          r"was given; fix the row, or pass --input logits"):
-        read_dump(path, input_kind="probs")
+    with pytest.raises(SelcalError, match=r"column 'logits', row 41: is not a row of probabilities .* "
+                                          r"input_kind='probs' was given; fix the row, or pass input_kind='logits'"):
+        read_dump(path, input_kind="probs")  # (a Python caller: its argument is named, not the flag --input)
     log_p = np.log(logits)
     same = read_dump(dumps.npz("logp.npz", log_p, labels, dtype="float64"), input_kind="logprobs")
     assert same.input == "logprobs" and np.array_equal(same.logits, log_p)
-    with pytest.raises(SelcalError, match="--input must be one of logits, probs, logprobs"):
+    with pytest.raises(SelcalError, match="^input_kind must be one of logits, probs, logprobs"):
         read_dump(path, input_kind="probabilities")
 
 
@@ -435,8 +435,8 @@ def test_scores_that_need_raw_logits_are_not_available_on_probabilities(dumps, r
     assert "max_logit" in forced["scores"] and "input" not in forced
     assert any("look like probabilities" in w for w in forced["warnings"])
     with pytest.raises(SelcalError, match=r"holds probabilities, and max_logit needs raw logits; choose scores that "
-                                          r"do not \(e\.g\. --scores msp,temp\), or pass --input logits"):
-        model_json(path, scores="max_logit")
+                                          r"do not \(e\.g\. scores='msp,temp'\), or pass input_kind='logits'"):
+        model_json(path, scores="max_logit")  # (selcal.evaluate: its arguments are named, not the flags)
 
 
 # ------------------------------------------------------------- rows of no class (--ood-label)
