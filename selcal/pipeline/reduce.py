@@ -230,6 +230,21 @@ def rows_per_chunk(n_classes: int, options: Options) -> int:
     return options.chunk_rows or max(1, min(1 << 20, scores.CHUNK_ELEMENTS // n_classes))
 
 
+def cache_blocks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], n_classes: int, options: Options):
+    """Each (logits, labels) chunk as blocks of about ``scores.CACHE_ELEMENTS`` logits, the size whose
+    float64 temporaries stay in a core's cache (``options.chunk_rows``, when set, is kept as it is)."""
+    if options.chunk_rows:
+        yield from chunks
+        return
+    rows = max(1, scores.CACHE_ELEMENTS // max(n_classes, 1))
+    for logits, labels in chunks:
+        if len(labels) <= rows:
+            yield logits, labels
+        else:
+            for start in range(0, len(labels), rows):
+                yield logits[start:start + rows], labels[start:start + rows]
+
+
 def array_chunks(logits: np.ndarray, labels: np.ndarray, rows: int):
     """(logits, labels) chunks of at most ``rows`` rows of in-memory arrays."""
     for start in range(0, labels.size, rows):
@@ -248,8 +263,9 @@ def reduce_rows(
     """One pass over the evaluation logits, chunk by chunk, to per-row numbers.
 
     ``states``: the fitted state of each fitted score (:func:`fit_scores`). Chunks are reduced
-    on ``options.workers`` threads (numpy releases the GIL) with at most a few chunks in
-    flight, so memory stays bounded for a streamed file. ``progress(rows_done, total)`` is
+    on ``options.workers`` threads (numpy releases the GIL) in cache-sized blocks
+    (:func:`cache_blocks`), with at most a few blocks in flight, so memory stays bounded for a
+    streamed file. ``progress(rows_done, total)`` is
     called after each chunk. Per-row numbers do not depend on the chunking and the class-wise
     bins are exact integers, so the result is bit-for-bit the same for any chunk size and
     thread count.
@@ -284,6 +300,7 @@ def reduce_rows(
     if options.logit_profile and total is not None and total > diagnostics.PROFILE_ROWS:
         sample_below = np.uint64(min(2**64 - 1, int(2**64 * diagnostics.PROFILE_ROWS / max(total or 1, 1))))
     workers = options.workers or min(4, os.cpu_count() or 1)
+    chunks = cache_blocks(chunks, n_classes, options)
     with single_threaded_blas():  # a score applied through BLAS (dirichlet's W log p): the same bits anywhere
         if workers <= 1:
             for chunk, labels in chunks:
