@@ -145,18 +145,37 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iterations: int 
     if not (nll.label_shift < 0).any():
         # Every label attains its row's top logit: dNLL/dbeta < 0 for every beta, no root.
         return keep_one("no validation errors", gradient_at_zero)
-    # Bracket the root: start at T = scale (beta' = 1), double beta' until the gradient turns positive.
+    # Bracket the root: high = the first beta' = 2**k (k = 0, 1, ...) where the gradient turns
+    # positive (or within tolerance), low = the power before it (0 for k = 0). The gradient increases
+    # with beta', so that power is searched from T = 1 (beta' = scale, itself a power of two, where
+    # most models' T is near): halving while the gradient stays positive, else doubling. The same
+    # bracket, and so the same bits, as doubling from beta' = 1, in 2-3 evaluations instead of ~8.
+    def reached(gradient: float) -> bool:
+        return gradient > 0 or abs(gradient) < tolerance
+
     low, high = 0.0, None
-    beta = 1.0
-    for _ in range(2100):
-        gradient, curvature = nll.derivatives(beta)
-        if gradient > 0 or abs(gradient) < tolerance:
-            high = beta
-            break
-        low = beta
-        if curvature == 0.0 or not math.isfinite(beta * 2):
-            break  # flat: every softmax is already one-hot at this beta
-        beta *= 2.0
+    beta = max(scale, 1.0)
+    gradient, curvature = nll.derivatives(beta)
+    if reached(gradient):
+        while beta > 1.0:
+            below = nll.derivatives(beta / 2)
+            if not reached(below[0]):
+                if below[1] == 0.0:  # flat below the root: every softmax already one-hot (see below)
+                    return keep_one("no validation errors", below[0])
+                low = beta / 2
+                break
+            beta, (gradient, curvature) = beta / 2, below
+        high = beta
+    else:
+        for _ in range(2100):
+            low = beta
+            if curvature == 0.0 or not math.isfinite(beta * 2):
+                break  # flat: every softmax is already one-hot at this beta
+            beta *= 2.0
+            gradient, curvature = nll.derivatives(beta)
+            if reached(gradient):
+                high = beta
+                break
     if high is None:
         return keep_one("no validation errors", gradient)
     # Safeguarded Newton inside [low, high].
