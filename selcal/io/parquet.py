@@ -338,14 +338,18 @@ def _list_logits(path: str, array: pa.Array, name: str, first_row: int, n_classe
     if values.null_count:
         parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
         problems.append((int(parents[first_null_row(values)]), "holds a null logit; store finite numbers"))
-    lengths = pc.fill_null(pc.list_value_length(array), 0 if n_classes is None else n_classes)
-    lengths = lengths.to_numpy(zero_copy_only=False)
+    # Null rows' lengths are masked with numpy (the null mask is read once, and only when there are nulls).
+    present = None if not array.null_count else ~pc.is_null(array).to_numpy(zero_copy_only=False)
+    lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
+    if present is not None:
+        lengths = np.where(present, lengths, 0).astype(np.int64)
     if lengths.size == 0:
         return np.empty((0, max(getattr(array.type, "list_size", 1), 1)), dtype=np.float32)
     if n_classes is None:
-        n_classes = int(lengths[np.flatnonzero(~pc.is_null(array).to_numpy(zero_copy_only=False))[0]]) \
+        n_classes = int(lengths[0 if present is None else np.flatnonzero(present)[0]]) \
             if array.null_count < len(array) else 1
-    ragged = np.flatnonzero((lengths != n_classes) & ~pc.is_null(array).to_numpy(zero_copy_only=False))
+    ragged = np.flatnonzero(lengths != n_classes) if present is None else \
+        np.flatnonzero((lengths != n_classes) & present)
     if ragged.size:
         row = int(ragged[0])
         problems.append((row, f"has {lengths[row]} logits but the first row has {n_classes}; every row needs the same K"))
