@@ -581,3 +581,26 @@ class TestProperties:
         p = ref.softmax64(logits)
         assert classwise_from_probabilities(p, labels, 15) == approx(
             ref.classwise_ece(p, labels, 15), rel=REL, abs=1e-15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0, allow_subnormal=True), min_size=1, max_size=40))
+def test_class_wise_fixed_halves_are_those_of_the_int64_definition(values):
+    """The high and low halves of p * 2**62 (truncated), made in float arithmetic, equal the int64
+    definition's ``fixed >> 31`` and ``fixed & (2**31 - 1)`` for any p in [0, 1], subnormals and 1 included."""
+    p = np.array(values + [0.0, 1.0, 2.0**-62, 2.0**-31, 1.0 - 2.0**-53, 5e-324])
+    fixed = (p * 2.0**62).astype(np.int64)
+    high, low = calibration._fixed_halves(p)
+    assert high.astype(np.int64).tolist() == (fixed >> 31).tolist()
+    assert low.astype(np.int64).tolist() == (fixed & ((1 << 31) - 1)).tolist()
+
+
+def test_class_wise_totals_are_exact_past_the_rows_summed_at_once(monkeypatch):
+    """Column totals summed in float64 by blocks of rows equal the int64 sums, also when a chunk has more
+    rows than one block (here forced to 3 rows) and each entry is near 2**31 - 1."""
+    monkeypatch.setattr(calibration, "_EXACT_ROWS", 3)
+    p = np.full((10, 2), 1.0 - 2.0**-40)
+    update = calibration.classwise_update(p, np.zeros(10, dtype=np.int64), 15)
+    fixed = (p * 2.0**62).astype(np.int64)
+    assert update.high_totals.tolist() == (fixed >> 31).sum(axis=0).tolist()
+    assert update.low_totals.tolist() == (fixed & ((1 << 31) - 1)).sum(axis=0).tolist()

@@ -697,3 +697,34 @@ def test_one_validation_row_for_a_fitted_score_is_named_as_such(cli, dumps, scor
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"selcal: error: {val}: 1 validation row cannot be halved"), lines
     assert "hold-out" not in lines[0]
+
+
+@pytest.mark.parametrize("true_temperature", [1e-3, 0.3, 1.0, 4.0, 1e3])
+def test_temperature_bracket_is_the_first_power_of_two_past_the_root_found_from_t_equal_1(monkeypatch, true_temperature):
+    """The Newton bracket is [2**(k-1), 2**k] (beta' = beta * scale) with 2**k the first power of two,
+    counting from 1, whose gradient is past the root, as doubling from beta' = 1 finds it; it is
+    searched from T = 1, so a model whose T is near 1 needs few gradient evaluations."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 10, size=400)
+    logits = rng.normal(size=(400, 10))
+    logits[np.arange(400), labels] += 2.0
+    logits /= true_temperature  # the fitted T moves with the scale of the logits
+    seen = []
+    original = posthoc._ScaledNll.derivatives
+
+    def recording(self, beta):
+        seen.append(beta)
+        return original(self, beta)
+
+    monkeypatch.setattr(posthoc._ScaledNll, "derivatives", recording)
+    fit = posthoc.fit_temperature(logits, labels)
+    nll = posthoc._ScaledNll(logits, labels)
+    tolerance = posthoc.GRADIENT_TOLERANCE / max(nll.scale, 1.0)
+    first = 1.0
+    while not original(nll, first)[0] > -tolerance:
+        first *= 2.0
+    powers = [b for b in seen if math.frexp(b)[0] == 0.5]  # the bracket's evaluations: powers of two
+    assert first in powers and first / 2 in powers + [0.5]
+    assert fit.fallback is None and nll.scale / (fit.temperature * first) <= 1.0 < 2 * nll.scale / (fit.temperature * first)
+    if 0.5 <= fit.temperature <= 2.0:
+        assert len(powers) <= 3
