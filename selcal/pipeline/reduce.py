@@ -212,8 +212,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
                 if key in wanted:
                     out[f"{'classwise' if key == 'cece' else key}:{name}"] = value
     out.update({"correct": pred == labels, "log_msp": log_msp, "max_logit": terms.top,
-                "nll": nll, "brier": brier,
-                "looks_like_probabilities": (chunk.min(axis=1) >= 0) & (np.abs(chunk.sum(axis=1) - 1) < 1e-3),
+                "nll": nll, "brier": brier, "looks_like_probabilities": _looks_like_probabilities(chunk),
                 "label_is_pred_plus_one": pred + 1 == labels, "classwise": bins, "ood": labels < 0})
     if options.errors_top:
         out["pred"], out["label"] = pred.astype(np.int32), labels.astype(np.int32)
@@ -224,6 +223,16 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
     if chunk.shape[1] >= TOP_K:
         out["top5"] = in_top_k(chunk, np.maximum(labels, 0)) & (labels >= 0)  # a row of no class is never right
     return out
+
+
+def _looks_like_probabilities(chunk: np.ndarray) -> np.ndarray:
+    """Rows that are non-negative and sum to 1 within 1e-3; the sums are taken only of the
+    non-negative rows (few, for logits)."""
+    looks = chunk.min(axis=1) >= 0
+    rows = np.flatnonzero(looks)
+    if rows.size:
+        looks[rows] = np.abs(chunk[rows].sum(axis=1) - 1) < 1e-3
+    return looks
 
 
 def rows_per_chunk(n_classes: int, options: Options) -> int:

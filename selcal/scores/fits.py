@@ -51,6 +51,9 @@ class TemperatureFit:
     nll_temperature: float | None = None  # the NLL-optimal T, when T was chosen by AURC
 
 
+KEEP_SHIFTED_ELEMENTS = 1 << 24  # validation logits up to this many: their d' is kept in float64 (128 MB)
+
+
 class _ScaledNll:
     """NLL as a function of beta' = beta s, and its first two derivatives.
 
@@ -68,6 +71,9 @@ class _ScaledNll:
             chunk = np.asarray(logits[rows], dtype=np.float64)
             spread = max(spread, float(np.max(chunk.max(axis=1) * 0.5 - chunk.min(axis=1) * 0.5)))
         self.scale = math.ldexp(1.0, math.frexp(spread)[1] + 1) if spread > 0 else 1.0
+        # d' of every chunk is kept between the derivatives' evaluations when it is small (a third of
+        # their work, e.g. 80 MB for 10 000 x 1000 validation rows), else made again each time.
+        self._kept: dict | None = {} if logits.size <= KEEP_SHIFTED_ELEMENTS else None
         label_shift, mean_shift = [], []
         for shifted, rows in self._shifted():
             label_shift.append(shifted[np.arange(shifted.shape[0]), labels[rows]])
@@ -81,8 +87,13 @@ class _ScaledNll:
             yield self._shift(rows), rows
 
     def _shift(self, rows) -> np.ndarray:
+        if self._kept is not None and rows.start in self._kept:
+            return self._kept[rows.start]
         chunk = np.asarray(self.logits[rows], dtype=np.float64) / self.scale
-        return chunk - chunk.max(axis=1, keepdims=True)
+        shifted = chunk - chunk.max(axis=1, keepdims=True)
+        if self._kept is not None:
+            self._kept[rows.start] = shifted
+        return shifted
 
     def _moments(self, rows, beta: float) -> tuple[np.ndarray, np.ndarray]:
         """E_p[d'] and Var_p[d'] of the rows of one chunk."""

@@ -113,28 +113,39 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
     return logits.max(axis=1)
 
 
-def _scale_to_unit(values: np.ndarray) -> np.ndarray:
-    """Divide each row by the power of two just above its largest |value|, in place: exact, and |result| < 1."""
-    # max_k |v_k| as max(max_k v_k, -min_k v_k): the same magnitude without an N x K temporary.
-    largest = np.maximum(values.max(axis=1), -values.min(axis=1))
+def _scale_to_unit(values: np.ndarray, largest: np.ndarray | None = None) -> np.ndarray:
+    """Divide each row by the power of two just above its largest |value| (``largest``, when known),
+    in place: exact, and |result| < 1. Returns the factors (1 / that power of two)."""
+    if largest is None:
+        # max_k |v_k| as max(max_k v_k, -min_k v_k): the same magnitude without an N x K temporary.
+        largest = np.maximum(values.max(axis=1), -values.min(axis=1))
     exponent = np.maximum(np.frexp(largest)[1], -1020)  # 2**1020 is finite
-    values *= np.ldexp(1.0, -exponent)[:, None]  # a power of two: the product is exact
-    return values
+    factors = np.ldexp(1.0, -exponent)
+    values *= factors[:, None]  # a power of two: the product is exact
+    return factors
 
 
-def centred_scaled(logits: np.ndarray, center: bool) -> np.ndarray:
-    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below).
+def centred_scaled(logits: np.ndarray, center: bool, with_top: bool = False):
+    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below);
+    with ``with_top``, (x / m, max_k x_k / m).
 
     One N x K array is allocated (the result); every step after it runs in place.
     """
     if center:
-        centred = _scale_to_unit(logits - logits.max(axis=1, keepdims=True))
+        centred = logits - logits.max(axis=1, keepdims=True)  # <= 0, and 0 at the top: max |d| = -min d
+        _scale_to_unit(centred, -centred.min(axis=1))
         sums = row_sums(centred)  # of the shifted rows, before they are multiplied by K
         centred *= logits.shape[1]
         centred -= sums[:, None]
     else:
         centred = logits.copy()
-    return _scale_to_unit(centred)
+    if not with_top:
+        _scale_to_unit(centred)
+        return centred
+    top = centred.max(axis=1)
+    # Rounding is monotone, so the largest scaled entry is the scaled largest entry, bit for bit.
+    top *= _scale_to_unit(centred, np.maximum(top, -centred.min(axis=1)))
+    return centred, top
 
 
 def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool = True):
@@ -148,8 +159,7 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool
     equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
     x = 0 and scores 0.
     """
-    centred = centred_scaled(logits, center)
-    top = centred.max(axis=1)
+    centred, top = centred_scaled(logits, center, with_top=True)
     magnitudes = np.abs(centred)
     positive = np.maximum(centred, 0.0, out=centred) if positive_part else None
     return top, magnitudes, positive
