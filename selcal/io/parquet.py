@@ -174,11 +174,16 @@ class ParquetSource(DumpSource):
         return logits_col, None
 
     def id_column(self) -> np.ndarray | None:
+        """The id of every kept row, read once (the split, the leak check, the fingerprint and the
+        confident-errors table all ask for it: 24 ms a read for 50 000 ids)."""
         if self.id_col is None:
             return None
-        column, keep = self._column_and_kept_rows(self.id_col)
-        ids = string_values(self.path, self.id_col, column)
-        return ids if keep is None else ids[keep]
+        if getattr(self, "_ids", None) is None:
+            column, keep = self._column_and_kept_rows(self.id_col)
+            ids = string_values(self.path, self.id_col, column)
+            self._ids = ids if keep is None else ids[keep]
+            self._ids.flags.writeable = False  # shared by every caller
+        return self._ids
 
     def value_column(self, name: str) -> np.ndarray:
         names = self.file.schema_arrow.names

@@ -315,12 +315,15 @@ def reduce_rows(
             for chunk, labels in chunks:
                 collect(_reduce_chunk(chunk, labels, options, states, sample_below), len(labels))
         else:
+            # A read batch's worth of blocks per worker, and one more, in flight: the workers keep busy
+            # while the next batch is read (blocks are views of the batches: 2 MB each in float32).
+            in_flight = (workers + 1) * max(1, scores.CHUNK_ELEMENTS // scores.CACHE_ELEMENTS)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 pending: deque = deque()
                 for chunk, labels in chunks:
                     pending.append((pool.submit(_reduce_chunk, chunk, labels, options, states, sample_below),
                                     len(labels)))
-                    if len(pending) > workers:
+                    if len(pending) > in_flight:
                         future, n_rows = pending.popleft()
                         collect(future.result(), n_rows)
                 while pending:
