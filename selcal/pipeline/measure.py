@@ -5,9 +5,7 @@ entries), reduce the rows, measure (the metric catalog), in memory (:func:`evalu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-import os
 
 import numpy as np
 
@@ -130,18 +128,9 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
             REGISTRY[name].precheck(int(val_labels.size), n_classes, options)
     states = {}
     with single_threaded_blas():  # a fit summing through BLAS gives the same bits with any thread setting
-        # The fits are independent: on threads (as the scores of the chunks are), gathered in order.
-        fit = lambda name: validate.fitted_state(REGISTRY[name], val_logits, val_labels, options)  # noqa: E731
-        workers = min(len(fitted), options.workers or os.cpu_count() or 1)
-        if workers > 1:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = {name: pool.submit(fit, name) for name in fitted}
-                done = {name: future.result() for name, future in futures.items()}
-        else:
-            done = {}
         for name in fitted:
             entry = REGISTRY[name]
-            states[name] = done[name] if name in done else fit(name)
+            states[name] = validate.fitted_state(entry, val_logits, val_labels, options)
             if entry.warnings is not None and warnings is not None:
                 warnings.extend(entry.warnings(states[name]))
     per_class = [name for name in fitted if REGISTRY[name].per_class]

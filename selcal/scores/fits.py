@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,21 @@ class TemperatureFit:
     objective: str = "nll"
     val_objective: float | None = None  # the validation AURC, when T was chosen by AURC
     nll_temperature: float | None = None  # the NLL-optimal T, when T was chosen by AURC
+
+
+@contextmanager
+def _threads(n_items: int):
+    """A ``map`` over up to 4 threads (numpy's loops run without the GIL) whose results come in order,
+    each item computed as it would be alone: the same bits as the builtin ``map``, which is what it
+    is for one item or one core."""
+    threads = min(4, os.cpu_count() or 1, n_items)
+    if threads <= 1:
+        yield map
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        yield pool.map
 
 
 KEEP_SHIFTED_ELEMENTS = 1 << 24  # validation logits up to this many: their d' is kept in float64 (128 MB)
@@ -106,16 +122,8 @@ class _ScaledNll:
 
     def derivatives(self, beta: float) -> tuple[float, float]:
         """dNLL/dbeta' = mean(E_p[d'] - d'_y) and d2NLL/dbeta'2 = mean(Var_p[d'])."""
-        # The chunks on threads (numpy's exp and einsum run without the GIL), gathered in order:
-        # the same bits as one chunk after the other.
-        threads = min(4, os.cpu_count() or 1, len(self.chunks))
-        if threads > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(threads) as pool:
-                parts = list(pool.map(lambda rows: self._moments(rows, beta), self.chunks))
-        else:
-            parts = [self._moments(rows, beta) for rows in self.chunks]
+        with _threads(len(self.chunks)) as run:  # the chunks on threads, gathered in order
+            parts = list(run(lambda rows: self._moments(rows, beta), self.chunks))
         mean_d, variance = [first for first, _ in parts], [var for _, var in parts]
         gradient = math.fsum(np.concatenate(mean_d) - self.label_shift) / self.n
         curvature = math.fsum(np.concatenate(variance)) / self.n
@@ -291,17 +299,23 @@ def fit_pnorm(
 
     # One pass over the validation logits per block of p values: memory N x P_BLOCK floats,
     # whatever the grid's size (the score of a p does not depend on the rest of the grid).
-    for first in range(0, len(p_grid), P_BLOCK):
-        block = p_grid[first:first + P_BLOCK]
-        grid_scores = np.empty((n, len(block)))
-        for rows in scores.row_chunks(*logits.shape):
-            chunk = np.asarray(logits[rows], dtype=np.float64)
-            if first == 0:
-                correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
-                msp_scores[rows] = scores.log_msp(chunk)
-            grid_scores[rows] = scores.pnorm_grid(chunk, block, center)
-        val_objective.update({p: measure(grid_scores[:, j]) for j, p in enumerate(block)})
-        del grid_scores
+    chunks = list(scores.row_chunks(*logits.shape))
+    with _threads(len(chunks)) as run:  # the chunks, then the values of p, on threads
+        for first in range(0, len(p_grid), P_BLOCK):
+            block = p_grid[first:first + P_BLOCK]
+            grid_scores = np.empty((n, len(block)))
+
+            def chunk_scores(rows, block=block, grid_scores=grid_scores, first=first):
+                chunk = np.asarray(logits[rows], dtype=np.float64)
+                if first == 0:
+                    correct[rows] = np.argmax(chunk, axis=1) == labels[rows]
+                    msp_scores[rows] = scores.log_msp(chunk)
+                grid_scores[rows] = scores.pnorm_grid(chunk, block, center)
+
+            list(run(chunk_scores, chunks))
+            val_objective.update(zip(block, run(lambda j, grid_scores=grid_scores: measure(grid_scores[:, j]),
+                                                range(len(block)))))
+            del grid_scores
     best_p = min(p_grid, key=lambda p: (val_objective[p], p))
     msp_objective = measure(msp_scores)
     return PnormFit(
@@ -358,13 +372,6 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     correct = np.empty(n, dtype=bool)
     msp = np.empty(n)
     chunks = list(scores.row_chunks(*logits.shape, max(1, GRID_CHUNK_ELEMENTS // max(logits.shape[1], 1))))
-    threads = min(4, os.cpu_count() or 1, len(chunks))
-    pool = None
-    if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(threads)
-    run = pool.map if pool is not None else map
     # Slack for every T when some T is twice another (their exponentials are then squares: see
     # _pnorm_softmax_grid), else only for the smallest T, which alone can underflow: the normalised
     # logits lie in [-1, 1], so v / T >= -2 / T.
@@ -374,7 +381,7 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
     tail = _aurc_tail(n)  # for the lower bounds of every bounded cell
     exact: dict[tuple[int, int], float] = {}  # (index of p, index of T) -> validation AURC
     bounds: dict[tuple[int, int], float] = {}  # cells computed with slack -> a lower bound of their AURC
-    try:
+    with _threads(len(chunks)) as run:  # chunks, then cells, on threads
         for first in range(0, len(p_grid), block):
             ps = p_grid[first:first + block]
             values = np.empty((len(ps), len(t_grid), n))
@@ -400,9 +407,6 @@ def fit_pnorm_softmax(logits: np.ndarray, labels: np.ndarray, p_grid=range(1, 11
             for (i, j), (is_exact, value) in zip(cells, run(objective, cells)):
                 (exact if is_exact else bounds)[first + i, j] = value
             del values, slack
-    finally:
-        if pool is not None:
-            pool.shutdown()
 
     def better(cell, value, best):  # lower AURC; on a tie the smaller p, then the smaller T
         return best is None or (value, cell) < (best[1], best[0])
