@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import (
     FLOAT_TYPES,
+    REALDATA,
+    REALDATA_ABSENT,
     Cli,
     Dumps,
     result_validator,
@@ -149,3 +151,19 @@ def signal_handlers_are_restored():
     for signum, handler in before.items():
         if handler is not None and signal.getsignal(signum) != handler:
             signal.signal(signum, handler)
+
+
+# ---------------------------------------------------------------- the tests the absent real data skipped
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line at the end when tests skipped for want of the shared real data (``helpers.realdata``): a
+    worktree or a fresh clone without ``shared/`` beside it runs some 40 fewer tests, which a bare
+    "N skipped" does not tell."""
+    count = sum(1 for report in terminalreporter.stats.get("skipped", ())
+                if isinstance(report.longrepr, tuple) and REALDATA_ABSENT in str(report.longrepr[2]))
+    if count:
+        terminalreporter.write_line(
+            f"selcal: {count} test{'s' if count != 1 else ''} skipped: the real data was not found at {REALDATA} "
+            "(clone the shared data beside the repository, or set SELCAL_REALDATA to its folder, to run them)",
+            yellow=True)

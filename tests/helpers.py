@@ -33,6 +33,20 @@ from selcal.metrics import calibration, catalog, selective, smooth
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 SAMPLES = ROOT / "sample_logits"
 
+# The shared real data (public models' saved logits): ``shared/realdata`` beside the clone, or the folder
+# SELCAL_REALDATA names. It is optional: the tests that need it skip through :func:`realdata`, whose
+# reason starts with REALDATA_ABSENT; conftest.py counts those skips and says so at the end of the run.
+REALDATA = Path(os.environ.get("SELCAL_REALDATA") or ROOT.parent / "shared" / "realdata").absolute()
+REALDATA_ABSENT = "selcal real data absent:"
+
+
+def realdata(*parts: str) -> Path:
+    """The file or folder ``REALDATA / parts``; the test skips when it is not there."""
+    path = REALDATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{REALDATA_ABSENT} {path}")
+    return path
+
 
 FLOAT_TYPES = {"float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
 

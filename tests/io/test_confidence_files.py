@@ -7,13 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import ROOT
+from helpers import realdata
 from oracles import ref_calibration, ref_selective
 
 import selcal  # noqa: E402
-
-HOLLANCE = ROOT.parent / "shared" / "realdata" / "hollance_imagenet_top1"
-
 
 def make(n=300, k=10, seed=0):
     rng = np.random.default_rng(seed)
@@ -105,9 +102,8 @@ def test_val_file_refused_and_cli_outputs(cli, dumps):
     assert "aurc_confidence" in header.split(",") and len(rows) == 2
 
 
-@pytest.mark.skipif(not HOLLANCE.is_dir(), reason="the shared real data is not here")
 def test_published_imagenet_confidences():
-    model = selcal.evaluate(HOLLANCE / "timm_resnet34.npz").models[0]
+    model = selcal.evaluate(realdata("hollance_imagenet_top1", "timm_resnet34.npz")).models[0]
     assert model.n_eval == 50000 and round(100 * model.accuracy, 2) == 75.11  # as the data's README says
     assert 0 < model.scores["confidence"]["aurc"] < model.error and "ece" in model.scores["confidence"]
 

@@ -20,14 +20,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from helpers import ROOT, SAMPLES, canonical_model, model_json
+from helpers import ROOT, SAMPLES, canonical_model, model_json, realdata
 from oracles import ref_calibration, ref_selective
 
 import selcal
 from selcal.errors import SelcalError
 from selcal.io import read_dump
 
-REALDATA = ROOT.parent / "shared" / "realdata"  # shared/ beside the clone, as in CI
 LOGS = SAMPLES / "lm_eval"
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_lmeval_sample  # noqa: E402
@@ -35,10 +34,7 @@ import make_lmeval_sample  # noqa: E402
 
 def real(name: str, n: int = 3000):
     """(float64 logits, labels, split) of the first ``n`` test rows of a realdata model."""
-    path = REALDATA / name / "test.npz"
-    if not path.exists():
-        pytest.skip("the shared realdata is not here")
-    with np.load(path) as arrays:
+    with np.load(realdata(name, "test.npz")) as arrays:
         logits, labels = arrays["logits"][:n].astype(np.float64), arrays["labels"][:n]
     return logits, labels, np.where(np.arange(labels.size) % 4 == 0, "val", "test")
 

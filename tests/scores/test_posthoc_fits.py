@@ -2,7 +2,7 @@
 
 Every expected value comes from ``ref_posthoc.py`` (brute force, scipy / np.linalg.norm /
 exact rationals, no selcal code) or is worked out by hand in the test.
-Real data (``/work/shared/realdata``) is optional: tests that need it skip without it.
+Real data (``helpers.REALDATA``) is optional: tests that need it skip without it.
 """
 
 from __future__ import annotations
@@ -13,22 +13,16 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import realdata
 from oracles import ref_posthoc as R
 
 from selcal.api import Options, evaluate_arrays, evaluate_dump, holdout_mask, split_rows
 from selcal.io import Dump
 from selcal.scores import fits as posthoc
 
-REALDATA = ROOT.parent / "shared" / "realdata"
-
-
 def load_real(model: str, split: str):
     """(logits float64, labels int64) of a real dump, or skip when the data is absent."""
-    path = REALDATA / model / f"{split}.npz"
-    if not path.is_file():
-        pytest.skip(f"real data not available: {path}")
-    with np.load(path) as data:
+    with np.load(realdata(model, f"{split}.npz")) as data:
         return np.asarray(data["logits"], dtype=np.float64), np.asarray(data["labels"], dtype=np.int64)
 
 
