@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 import numpy as np
@@ -46,6 +47,7 @@ __all__ = [
     "minimum_rows",
     "ltt_coverages",
     "check_level",
+    "rounds_to_a_bound",
     "check_delta",
     "sgr_steps",
     "DELTA_FLOOR",
@@ -61,7 +63,7 @@ DELTA_FLOOR = 1e-300
 
 def check_level(value, name: str) -> float:
     """``value`` as a float strictly inside (0, 1), else ValueError naming ``name`` (a number that
-    rounds to 0 or 1 in float64, such as ``"1e-400"``, is said to).
+    rounds to 0 or 1 in float64, such as ``"1e-400"``, is said to: :func:`rounds_to_a_bound`).
 
     Examples
     --------
@@ -73,12 +75,29 @@ def check_level(value, name: str) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
     if not 0 < number < 1:  # also refuses NaN
-        rounded = ""
-        if isinstance(value, str) and number in (0.0, 1.0):
-            rounded = f" (it rounds to {number:g} in float64)"
+        rounded = f" (it rounds to {number:g} in float64)" if rounds_to_a_bound(value, number) else ""
         raise ValueError(f"{name} must be in (0, 1), e.g. 0.05; got {value!r}{rounded}")
     return number
 
+
+def rounds_to_a_bound(text, number: float | None) -> bool:
+    """``text`` names a number strictly inside (0, 1) that float64 rounds to 0 or 1 (``"1e-400"``,
+    ``"1e-400%"``); ``number`` is its float. A written ``"0"``, ``"1"`` or ``"100%"`` is the bound
+    itself, not a rounding of it.
+
+    Examples
+    --------
+    >>> rounds_to_a_bound("1e-400", 0.0), rounds_to_a_bound("0", 0.0), rounds_to_a_bound(0.0, 0.0)
+    (True, False, False)
+    """
+    if not isinstance(text, str) or number not in (0.0, 1.0):
+        return False
+    written = text.strip()
+    try:
+        exact = Decimal(written[:-1]) / 100 if written.endswith("%") else Decimal(written)
+    except InvalidOperation:
+        return False
+    return 0 < exact < 1
 
 def check_delta(value) -> float:
     """δ as :func:`check_level`, and at least :data:`DELTA_FLOOR` (1e-300).

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal, InvalidOperation
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -54,6 +53,7 @@ from .guarantee import (
     check_delta,
     check_level,
     minimum_rows,
+    rounds_to_a_bound,
 )
 from .precision import DEFAULT_DTYPE, DTYPES, ChunkWatcher
 
@@ -86,7 +86,7 @@ def parse_risks(value) -> tuple[float, ...]:
             out.append(check_level(fraction(item), "risk"))
         except ValueError:
             number = _as_float(item)
-            rounded = f" (it rounds to {number:g} in float64)" if _rounds_to_a_bound(item, number) else ""
+            rounded = f" (it rounds to {number:g} in float64)" if rounds_to_a_bound(item, number) else ""
             raise OptionError("risk", "{option} takes targets in (0, 1), e.g. 0.05 or 0.01,0.05 (or 5%, 1%,5%); got "
                               + repr(item if isinstance(item, str) else number) + rounded) from None
     return tuple(dict.fromkeys(out))
@@ -99,25 +99,13 @@ def _as_float(value) -> float | None:
         return None
 
 
-def _rounds_to_a_bound(text, number: float | None) -> bool:
-    """``text`` names a number strictly inside (0, 1) that float64 rounds to 0 or 1 (``"1e-400"``)."""
-    if not isinstance(text, str) or number not in (0.0, 1.0):
-        return False
-    written = text.strip()
-    try:
-        exact = Decimal(written[:-1]) / 100 if written.endswith("%") else Decimal(written)
-    except InvalidOperation:
-        return False
-    return 0 < exact < 1
-
-
 def _check_delta(delta) -> float:
     try:
         return check_delta(fraction(delta))
     except ValueError as exc:
         if _as_float(delta) is not None and 0 < _as_float(delta) < 1:  # below the floor: the reason is the message's
             raise OptionError("delta", "{option}" + str(exc).removeprefix("delta")) from None
-        rounded = f" (it rounds to {_as_float(delta):g} in float64)" if _rounds_to_a_bound(delta, _as_float(delta)) else ""
+        rounded = f" (it rounds to {_as_float(delta):g} in float64)" if rounds_to_a_bound(delta, _as_float(delta)) else ""
         raise OptionError("delta", "{option} must be in (0, 1), e.g. 0.1 or 10% for 90% confidence; got "
                           + repr(delta) + rounded) from None
 

@@ -139,3 +139,15 @@ def test_risk_and_delta_in_percent_certify_exactly_as_the_fractions(cli, dump, t
 def test_a_level_outside_the_open_interval_is_refused_saying_only_what_is_true(cli, dump, option, value, said):
     line = one_error_line(cli("threshold", dump, option, value))
     assert line.endswith(said), line  # "0%" is 0: it does not "round to 0"
+
+
+@pytest.mark.parametrize("value, said", [
+    ("0", "got '0'"), ("1", "got '1'"), (" 1.0 ", "got ' 1.0 '"), ("0e5", "got '0e5'"), (0.0, "got 0.0"), (1, "got 1"),
+    ("1e-400", "got '1e-400' (it rounds to 0 in float64)"),
+    ("0.99999999999999999", "got '0.99999999999999999' (it rounds to 1 in float64)"),
+])
+def test_check_level_says_rounds_only_of_a_number_inside_the_interval(value, said):
+    # One rule with the command line's (rounds_to_a_bound): a written "0" or "1" is the bound, not a rounding.
+    with pytest.raises(ValueError) as refused:
+        th.check_level(value, "risk")
+    assert str(refused.value).endswith(said), str(refused.value)
