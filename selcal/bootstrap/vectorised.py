@@ -161,16 +161,6 @@ class _Prefix:
         return self.size - (_search_rows(self.values, self.total[:, None] - k, "right") - 1)
 
 
-def _takes_rows(counted) -> bool:
-    """A catalog computation's block form takes the counts row by row too (``by_row=``: smooth ECE)."""
-    import inspect
-
-    try:
-        return "by_row" in inspect.signature(counted).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _ranked_as(score: np.ndarray, binning: Binning) -> bool:
     """``score`` orders the rows as the binning's confidence does, ties included (msp, temp and every
     calibrator rank by their probability): in the order of confidence it never decreases and two
@@ -216,7 +206,8 @@ class Prepared:
         self._counted = {(name, c.key): self._prepare_counted(c, binning) for name, binning in self.binnings.items()
                          for c in catalog.computations() if c.resample_counts is not None
                          and any(catalog.has_interval(k) and self._wants(k) for k in c.gives)}
-        self._by_row = {key for key, counted in self._counted.items() if _takes_rows(counted)}
+        # those whose block form also takes the counts row by row (by_row=: smooth ECE), as their entry declares
+        self._by_row = {key for key in self._counted if catalog.CATALOG[key[1]].resample_counts_by_row}
 
     def metrics(self, draws: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
         """Metric values of each resample (a row of ``draws``): ``{"model": {...}, score: {...}}``."""

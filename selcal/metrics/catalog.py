@@ -62,6 +62,9 @@ class Metric:
         row i counted ``counts[j, i]`` times in resample j) giving one array of B values per key, in
         the order of ``keys``; each equals ``resample`` on the repeated rows (to the tolerance its
         entry states). None: ``resample`` is called once per resample.
+    resample_counts_by_row : the function ``resample_counts`` returns also takes ``by_row=``, the counts
+        transposed (N x B, float64, C-contiguous), so that a caller holding them passes them once for
+        every such computation (smooth ECE); it says so here, not through its signature.
     keys : the keys one call of ``compute`` gives, in order (set by :func:`jointly` on every entry
         of a shared computation); empty: the entry's own key only.
     null : (metric, statistic) for a summary of a metric's distribution under perfect calibration
@@ -82,6 +85,7 @@ class Metric:
     compute: Callable[[np.ndarray, np.ndarray, object], float] | None = None
     resample: Callable[[np.ndarray, np.ndarray, object], float] | None = None
     resample_counts: Callable | None = None
+    resample_counts_by_row: bool = False
     keys: tuple[str, ...] = ()
     null: tuple[str, str] | None = None
     values_range: tuple[float, float] = (0.0, 1.0)
@@ -163,6 +167,8 @@ def add(metric: Metric) -> Metric:
     """
     if metric.key in CATALOG:
         raise ValueError(f"metric {metric.key!r} is already in the catalog")
+    if metric.resample_counts_by_row and metric.resample_counts is None:
+        raise ValueError(f"metric {metric.key!r}: resample_counts_by_row without resample_counts")
     if metric.keys:
         head = CATALOG.get(metric.keys[0]) if metric.key != metric.keys[0] else metric
         if metric.key not in metric.keys or head is None or (head.keys, head.compute) != (metric.keys, metric.compute):
@@ -173,9 +179,10 @@ def add(metric: Metric) -> Metric:
 
 
 def jointly(*metrics: Metric, compute: Callable, resample: Callable | None = None,
-            resample_counts: Callable | None = None) -> tuple[Metric, ...]:
+            resample_counts: Callable | None = None, resample_counts_by_row: bool = False) -> tuple[Metric, ...]:
     """The entries of several keys given by one computation: each gets ``compute`` (returning a
-    tuple of their values, in the order of ``metrics``), ``resample``, ``resample_counts`` and the keys.
+    tuple of their values, in the order of ``metrics``), ``resample``, ``resample_counts``
+    (``resample_counts_by_row``) and the keys.
 
     Examples
     --------
@@ -184,8 +191,8 @@ def jointly(*metrics: Metric, compute: Callable, resample: Callable | None = Non
     (('lo', 'hi'), True)
     """
     keys = tuple(m.key for m in metrics)
-    return tuple(replace(m, compute=compute, resample=resample, resample_counts=resample_counts, keys=keys)
-                 for m in metrics)
+    return tuple(replace(m, compute=compute, resample=resample, resample_counts=resample_counts,
+                         resample_counts_by_row=resample_counts_by_row, keys=keys) for m in metrics)
 
 
 for _metric in (
@@ -216,7 +223,7 @@ for _metric in (
         Metric("smece", "smooth ECE", section="calibration"),
         Metric("smece_sigma", "smooth ECE σ*", unit="num", lower_is_better=None, section="calibration",
                values_range=(0.0, math.inf)),
-        compute=_smooth, resample=_smooth_resample, resample_counts=_smooth_resamples)),
+        compute=_smooth, resample=_smooth_resample, resample_counts=_smooth_resamples, resample_counts_by_row=True)),
     *under_the_null(_smooth_entries[0]),
     # of the probabilities: the model's own, and those of a score that has its own
     Metric("nll", "NLL", unit="num", levels=("model", "score"), section="calibration", needs_logits=True,

@@ -61,3 +61,23 @@ def test_the_catalog_answers_what_the_renderers_show():
     q, y = np.array([0.9, 0.6, 0.8]), np.array([True, False, True])
     options = selcal.Options(bins=2)
     assert CATALOG["ece"].compute(q, y, options) == calibration.expected_calibration_error(q, y, 2)
+
+
+def test_an_entry_says_whether_its_block_form_takes_the_counts_by_row_as_that_function_does():
+    """The bootstrap reads ``resample_counts_by_row`` off the entry (it does not inspect signatures):
+    the declaration agrees with the function ``resample_counts`` returns, so that no entry drifts."""
+    import inspect
+
+    rng = np.random.default_rng(0)
+    q = np.sort(rng.uniform(0.3, 1.0, 50))
+    y = rng.uniform(size=50) < q
+    blocks = [m for m in catalog.computations() if m.resample_counts is not None]
+    assert any(m.resample_counts_by_row for m in blocks)  # smooth ECE's
+    for entry in blocks:
+        counted = entry.resample_counts(q, y, selcal.Options())
+        takes = "by_row" in inspect.signature(counted).parameters
+        assert entry.resample_counts_by_row == takes, entry.key
+        assert all(CATALOG[key].resample_counts_by_row == takes for key in entry.gives)
+    with pytest.raises(ValueError, match="without resample_counts"):
+        catalog.add(Metric("rows_only", "rows", compute=confidence_gap, resample_counts_by_row=True))
+    assert "rows_only" not in CATALOG
