@@ -122,6 +122,10 @@ def test_every_guide_is_in_the_sites_navigation_and_every_entry_exists():
         assert (DOCS / entry).is_file(), f"mkdocs.yml names {entry}, which does not exist"
     for guide in sorted((DOCS / "guides").glob("*.md")):
         assert f"guides/{guide.name}" in entries, f"docs/guides/{guide.name} is not in mkdocs.yml's nav"
+    stylesheets = re.findall(r"^\s+-\s+([\w./-]+\.css)\s*$", config, re.M)
+    assert "stylesheets/extra.css" in stylesheets  # the wider grid: 100-column outputs fit from 1400 px
+    for sheet in stylesheets:
+        assert (DOCS / sheet).is_file(), f"mkdocs.yml's extra_css names {sheet}, which does not exist"
 
 
 @pytest.mark.slow
