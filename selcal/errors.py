@@ -22,13 +22,42 @@ def naming_flags() -> bool:
 
 
 @contextmanager
-def command_line():
-    """The messages of what runs inside name the command line's flags (:func:`naming_flags`)."""
-    token = _COMMAND_LINE.set(True)
+def command_line(flags: bool = True):
+    """The messages of what runs inside name the command line's flags (:func:`naming_flags`); ``flags=False``:
+    the Python arguments (a source opened for a Python caller inside a command's process, a job's own face)."""
+    token = _COMMAND_LINE.set(flags)
     try:
         yield
     finally:
         _COMMAND_LINE.reset(token)
+
+
+#: The Python arguments whose command-line flag is not their name with dashes: the one table of the two faces
+#: (``cli.groups`` declares the flags from it, ``cli.common.flag_error`` and :func:`said` rename by it).
+FLAGS = {"input_kind": "--input", "score_cols": "--score-col", "uncertainty_cols": "--uncertainty-col"}
+
+_BARE = object()
+
+
+def flag(argument: str) -> str:
+    """The command-line flag of the Python argument ``argument``: ``label_col`` is ``--label-col``, ``input_kind``
+    ``--input`` (:data:`FLAGS`)."""
+    return FLAGS.get(argument, "--" + argument.replace("_", "-"))
+
+
+def said(argument: str, value=_BARE, *, python: bool | None = None) -> str:
+    """How a message names the argument ``argument`` (given ``value``) to its caller: ``input_kind='probs'``
+    (``label_col``) to Python, ``--input probs`` (``--label-col``) on the command line. ``python``: the face
+    (a source's or a job's, :attr:`~selcal.io.base.DumpSource.python`); None: as :func:`naming_flags` says.
+
+    >>> said("label_col", "y", python=True), said("label_col", "y", python=False), said("val", python=False)
+    ("label_col='y'", '--label-col y', '--val')
+    """
+    if python is None:
+        python = not naming_flags()
+    if python:
+        return argument if value is _BARE else f"{argument}={value!r}"
+    return flag(argument) if value is _BARE else f"{flag(argument)} {value}"
 
 
 class OptionError(SelcalError):

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..errors import OptionError, SelcalError
+from ..errors import OptionError, SelcalError, flag
 from ..escape import printable
 
 
@@ -29,16 +29,12 @@ def fail(message: str):
     raise typer.Exit(2)
 
 
-# The Python arguments whose flag is not their name with dashes (groups.SHARED declares the flags from here).
-FLAGS = {"input_kind": "--input"}
-
-
 def flag_error(exc: OptionError) -> OptionError:
     """The error of a Python argument (``p_grid``), naming its command-line flag (``--p-grid``; ``input_kind``:
-    ``--input``, :data:`FLAGS`); an error that names a flag already is kept."""
+    ``--input``, :data:`selcal.errors.FLAGS`); an error that names a flag already is kept."""
     if exc.option.startswith("-"):
         return exc
-    return exc.named(FLAGS.get(exc.option, "--" + exc.option.replace("_", "-")))
+    return exc.named(flag(exc.option))
 
 
 def fail_on(exc: SelcalError):

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import typer
 
-from ..errors import OptionError
+from ..errors import FLAGS, OptionError
 from ..options import (CHOICES, COMMAND_CHOICES, DEFAULT_PIXELS_PER_IMAGE, DEFAULTS, FigureSettings, ReadSettings,
                        RunSettings)
-from .common import FLAGS, flag_error, say
+from .common import flag_error, say
 
 
 def scores_help() -> str:

@@ -21,7 +21,7 @@ from .base import OOD_LABEL, SPLIT_VALUES, Batch, Dump, DumpSource, input_error,
 from .confidence import ConfidenceSource, is_confidence_file
 from .npy import NpySource
 from .npz import NpzSource
-from ..errors import SelcalError, naming_flags
+from ..errors import SelcalError, command_line, naming_flags, said
 from .probs import INPUT_KINDS
 from .parquet import ParquetSource
 from .segmentation import SegmentationSource, is_segmentation_folder
@@ -249,10 +249,11 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
     """
     python = not naming_flags() if python is None else python
     if input_kind is not None and input_kind not in INPUT_KINDS:
-        raise SelcalError(f"{'input_kind' if python else '--input'} must be one of {', '.join(INPUT_KINDS)}, "
+        raise SelcalError(f"{said('input_kind', python=python)} must be one of {', '.join(INPUT_KINDS)}, "
                           f"got {input_kind!r}")
     if ood_label is not None and ood_label == ignore_label:
-        raise SelcalError(f"--ood-label and --ignore-label are both {ood_label}: a row is either dropped or counted "
+        raise SelcalError(f"{said('ood_label', python=python)} and {said('ignore_label', python=python)} are both "
+                          f"{ood_label}: a row is either dropped or counted "
                           "as an error of no class; give two values")
     path = str(path)
     if not os.path.exists(path) and not is_glob(path):
@@ -274,8 +275,9 @@ def open_dump(path, *, label_col: str | None = None, logits_col: str | None = No
         raise input_error(path, None, None, "is a folder with no dump in it; give a .parquet, .npz, .npy or .pt file, a folder of "
                     "Parquet parts, or a folder of per-image .npz files")
     own = {name: value for name, value in settings.items() if name in reader.settings and value is not None}
-    source = reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                         group_col=group_col, **own)
+    with command_line(not python):  # the schema's messages name what the caller used (label_col= or --label-col)
+        source = reader.open(path, label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
+                             group_col=group_col, **own)
     if input_kind is not None:  # else the reader's own (fd-shifts raw_output.npz: probs), or detected
         source.input_kind = input_kind
     source.ood_label, source.python = ood_label, python

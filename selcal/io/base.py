@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from .columns import canonical_splits, unknown_split_message
 from .messages import Line, input_error, first_line, location  # noqa: F401  (every reader's messages)
 
@@ -256,7 +256,8 @@ class DumpSource:
             if labels[row] == n_classes and kept.min() >= 1 and kept.max() == n_classes:
                 hint = f"; the labels look 1-based (1 .. {n_classes}): subtract 1 from every label"
             else:
-                hint = (" (use --ignore-label for a void label, --ood-label for rows of no class)"
+                hint = (f" (use {said('ignore_label', python=self.python)} for a void label, "
+                        f"{said('ood_label', python=self.python)} for rows of no class)"
                         if labels[row] >= n_classes or labels[row] < 0 else "")
             raise input_error(path, self.label_col, first_row + row,
                         f"label {int(labels[row])} is outside 0 .. {n_classes - 1}{hint}")

@@ -25,7 +25,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 
 # The spellings of a label column and of a prediction column (a file of confidences), one list each
 # (CONVENTIONS.md, "Column names"); a file with two of one list names the one to use with --label-col.
@@ -129,7 +129,7 @@ def find_label(path: str, kinds: dict, requested: str | None = None) -> str:
     if requested is not None:
         if requested not in kinds:
             raise _fail(path, None, f"no label column '{requested}' (columns: {listed(names)}); "
-                                    "name it with --label-col")
+                                    f"name it with {said('label_col')}")
         return requested
     padded = _padded(names, lambda bare: bare in LABEL_NAMES)  # never found by its exact name: never silently passed by
     if padded:
@@ -139,8 +139,8 @@ def find_label(path: str, kinds: dict, requested: str | None = None) -> str:
         return found[0]
     if not found:
         raise _fail(path, None, f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: {listed(names)}); "
-                                "name it with --label-col")
-    raise _fail(path, None, f"several label columns ({', '.join(found)}); name the one to use with --label-col")
+                                f"name it with {said('label_col')}")
+    raise _fail(path, None, f"several label columns ({', '.join(found)}); name the one to use with {said('label_col')}")
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def _found_logits(path: str, kinds: dict) -> LogitsLayout:
     if len(lists) == 1:
         return LogitsLayout(lists[0], (lists[0],), False)
     if len(lists) > 1:
-        raise _fail(path, None, f"several list columns ({listed(lists)}); name the logits with --logits-col")
+        raise _fail(path, None, f"several list columns ({listed(lists)}); name the logits with {said('logits_col')}")
     single = [name for name in BINARY_NAMES if kinds.get(name) is Kind.FLOAT]
     if single:
         return LogitsLayout(single[0], (single[0],), True)

@@ -25,6 +25,7 @@ import zipfile
 import numpy as np
 
 from .arrays import ArraysSource
+from ..errors import said
 from .base import input_error, first_line
 
 NAMES = {"raw_logits.npz": "logits", "raw_output.npz": "probs"}
@@ -63,7 +64,7 @@ class FdShiftsSource(ArraysSource):
 
     def __init__(self, path: str, label_col: str | None, ignore_label: int | None, group_col: str | None = None,
                  logits_col: str | None = None):
-        for option, value in (("--label-col", label_col), ("--logits-col", logits_col)):
+        for option, value in ((said("label_col"), label_col), (said("logits_col"), logits_col)):
             if value is not None:
                 raise input_error(path, None, None, f"{option} is not available for an fd-shifts output (its columns are "
                                               "fixed: K logits, the label, the dataset index)")

@@ -31,6 +31,7 @@ import numpy as np
 
 from .arrays import ArraysSource
 from ..options import LM_NORMS as NORMS  # the values of --lm-norm
+from ..errors import said
 from .base import Line, input_error, first_line
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ class LmEvalSource(ArraysSource):
 
     def __init__(self, path: str, label_col: str | None, ignore_label: int | None, group_col: str | None = None,
                  logits_col: str | None = None, *, lm_norm: str | None = None, lm_choices: int | None = None):
-        for option, value in (("--label-col", label_col), ("--logits-col", logits_col), ("--group-col", group_col)):
+        for option, value in ((said("label_col"), label_col), (said("logits_col"), logits_col),
+                              (said("group_col"), group_col)):
             if value is not None:
                 raise input_error(path, None, None, f"{option} is not available for an lm-evaluation-harness log (its "
                                               "columns are fixed: target, the choices' log-likelihoods, doc_id)")

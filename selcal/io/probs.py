@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import said as said_as
 from ..options import INPUT_KINDS  # noqa: F401  (the values of --input)
 from .columns import holds_probabilities
 
@@ -57,7 +58,7 @@ def _log(p: np.ndarray) -> np.ndarray:
 def said(source, kind: str) -> str:
     """How the user names ``kind``: ``--input probs`` on the command line, ``input_kind='probs'`` to
     the Python functions of arrays (whose reading sets ``source.python``)."""
-    return f"input_kind={kind!r}" if getattr(source, "python", False) else f"--input {kind}"
+    return said_as("input_kind", kind, python=getattr(source, "python", False))
 
 
 def as_logits(source, values: np.ndarray, keep: np.ndarray, first_row: int) -> np.ndarray:

@@ -28,6 +28,7 @@ import zipfile
 import numpy as np
 
 from ..options import DEFAULT_PIXELS_PER_IMAGE, DEFAULT_SEED, DEFAULT_SEGMENTATION_IGNORE
+from ..errors import said
 from .base import DumpSource, input_error, first_line, splitmix64
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
@@ -200,7 +201,7 @@ class SegmentationSource(DumpSource):
         self.num_rows = int(self.counts.sum())
         if self.num_rows == 0:
             raise input_error(path, "label", None, f"every logit cell of every image has the void label "
-                                             f"{self.ignore_label}; nothing to evaluate (check --ignore-label)")
+                                             f"{self.ignore_label}; nothing to evaluate (check {said('ignore_label')})")
         self.metadata = {PIXELS_METADATA: json.dumps({
             "images": len(self.files), "pixels_per_image": self.pixels_per_image, "seed": self.seed,
             "ignore_label": self.ignore_label, "labelled_pixels": labelled_total, "void_pixels": void_total,
@@ -261,7 +262,7 @@ class SegmentationSource(DumpSource):
         bad = labelled & ((grid < 0) | (grid >= classes))
         if bad.any():
             i, j = (int(v) for v in np.argwhere(bad)[0])
-            hint = f" (void pixels: --ignore-label, now {self.ignore_label})" if grid[i, j] >= classes else ""
+            hint = f" (void pixels: {said('ignore_label')}, now {self.ignore_label})" if grid[i, j] >= classes else ""
             raise input_error(file, "label", None, f"logit cell ({i}, {j}) has label {int(grid[i, j])}, outside "
                                              f"0 .. {classes - 1}{hint}")
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..metrics import calibration, diagnostics, selective
 from .. import scores
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from ..metrics.exact_sums import single_threaded_blas
 from .identity import fingerprint
 from ..io import Dump
@@ -349,8 +349,8 @@ def scores_for_input(options: Options, kind: str, where: str = "", *, python: bo
     if dropped and not kept:
         raise SelcalError(f"{where}: holds {INPUT_WORDS[kind]}, and {_and(dropped)} need{'s' if len(dropped) == 1 else ''}"
                           " raw logits; choose scores that do not (e.g. "
-                          f"{'scores=' + repr('msp,temp') if python else '--scores msp,temp'}), or pass "
-                          f"{'input_kind=' + repr('logits') if python else '--input logits'}")
+                          f"{said('scores', 'msp,temp', python=python)}), or pass "
+                          f"{said('input_kind', 'logits', python=python)}")
     return (replace(options, scores=tuple(kept)) if dropped else options), dropped
 
 

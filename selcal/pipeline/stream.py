@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from .identity import fingerprint
 from ..io import Dump, DumpSource, expand_binary
 from ..io.base import nothing_left_message, release_read_buffers
@@ -110,8 +110,10 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
     """
     from ..io.confidence import CONFIDENCE_NAME
 
+    python = getattr(source, "python", False)  # (its messages name what the caller used: val=, or --val)
     if val is not None:
-        raise SelcalError(f"{source.path}: holds no logits, so nothing is fitted on a --val file; leave out --val")
+        raise SelcalError(f"{source.path}: holds no logits, so nothing is fitted on a {said('val', python=python)} "
+                          f"file; leave out {said('val', python=python)}")
     rule, _, eval_mask = split_plan(source.split_column(), False, False, lambda: None)
     labels, predictions = source.labels, source.predictions
     if eval_mask is not None:
@@ -121,7 +123,8 @@ def evaluate_confidences(source: DumpSource, val: DumpSource | None = None, *, o
     given = options.score_cols or options.uncertainty_cols
     if not given and CONFIDENCE_NAME not in source._names:
         raise SelcalError(f"{source.path}: no column '{CONFIDENCE_NAME}' (columns: {', '.join(source._names)}); "
-                          "name the confidence with --score-col or the uncertainty with --uncertainty-col")
+                          f"name the confidence with {said('score_cols', python=python)} or the uncertainty with "
+                          f"{said('uncertainty_cols', python=python)}")
     column_options = options if given else replace(options, score_cols=(CONFIDENCE_NAME,))
     columns = {column: values if eval_mask is None else values[eval_mask]
                for column, values in read_columns(source, column_options).items()}

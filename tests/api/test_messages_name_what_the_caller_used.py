@@ -88,3 +88,60 @@ def test_threshold_names_input_kind_and_ood_label_on_a_file_of_confidences(tmp_p
     assert refused(lambda: selcal.threshold(path, input_kind="probs")).endswith(
         "input_kind has no meaning for a file of confidences (it holds no logits); leave out input_kind")
     assert refused(lambda: selcal.threshold(path, ood_label=7)).endswith("leave out ood_label")
+
+
+# ---------------------------------------------------------------- the readers' other arguments (label_col, ...)
+
+
+@pytest.fixture
+def reader_files(files, tmp_path):
+    """``files`` and: two list columns, a label outside the classes, a file of confidences with no column
+    'confidence'."""
+    labels = RNG.integers(0, 3, N)
+    logits = RNG.normal(0, 2, (N, 3))
+    paths = dict(files)
+    for name, columns in (("two-lists", {"label": labels, "a": pa.array(list(logits)), "b": pa.array(list(logits))}),
+                          ("label-7", {"label": np.where(np.arange(N) == 5, 7, labels), "logits": pa.array(list(logits))}),
+                          ("confidences", {"conf": np.linspace(0.3, 0.9, N), "pred": np.zeros(N, np.int64),
+                                           "label": np.zeros(N, np.int64)})):
+        paths[name] = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table(columns), paths[name])
+    return paths
+
+
+# (TEST files, val files, Python keywords, command-line flags, what the Python caller reads, what the command line prints)
+READER_CASES = {
+    "label_col": (["logits"], [], dict(label_col="target"), ["--label-col", "target"],
+                  "no label column 'target' (columns: label, logits); name it with label_col",
+                  "no label column 'target' (columns: label, logits); name it with --label-col"),
+    "logits_col": (["two-lists"], [], {}, [], "several list columns (a, b); name the logits with logits_col",
+                   "several list columns (a, b); name the logits with --logits-col"),
+    "ignore_label-ood_label": (["label-7"], [], {}, [],
+                               "(use ignore_label for a void label, ood_label for rows of no class)",
+                               "(use --ignore-label for a void label, --ood-label for rows of no class)"),
+    "ood_label-and-ignore_label": (["logits"], [], dict(ood_label=7, ignore_label=7),
+                                   ["--ood-label", "7", "--ignore-label", "7"],
+                                   "ood_label and ignore_label are both 7", "--ood-label and --ignore-label are both 7"),
+    "val": (["logits", "probs"], ["logits"], {}, [], "got 2 TEST files but 1 val files; give one val per file",
+            "got 2 TEST files but 1 --val files; give one --val per file"),
+    "score_cols": (["confidences"], [], {}, [],
+                   "name the confidence with score_cols or the uncertainty with uncertainty_cols",
+                   "name the confidence with --score-col or the uncertainty with --uncertainty-col"),
+}
+
+
+@pytest.mark.parametrize("case", list(READER_CASES))
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_evaluate_names_the_readers_arguments_where_its_caller_passed_them(reader_files, case, stream):
+    tests, vals, keywords, _, said, _ = READER_CASES[case]
+    paths = [reader_files[name] for name in tests]
+    val = [reader_files[name] for name in vals] or None
+    assert said in refused(lambda: selcal.evaluate(paths if len(paths) > 1 else paths[0], val, stream=stream,
+                                                   **keywords))
+
+
+@pytest.mark.parametrize("case", list(READER_CASES))
+def test_the_command_line_names_the_readers_flags(reader_files, cli, case):
+    tests, vals, _, flags, _, said = READER_CASES[case]
+    val_flags = [part for name in vals for part in ("--val", reader_files[name])]
+    one_error_line(cli("evaluate", *[reader_files[name] for name in tests], *val_flags, *flags), said)

@@ -141,7 +141,7 @@ def test_label_col_names_the_label_column(dumps, data, reference, h):
     decoy = (labels + 1) % logits.shape[1]  # a 'label' column with other values must not be read
     path = dumps.parquet("target.parquet", logits, labels, label_col="target", extra={"label": pa.array(decoy)})
     h.assert_same_numbers(model_of(path, label_col="target"), reference)
-    with pytest.raises(SelcalError, match=r"several label columns \(label, target\); name the one to use with --label-col"):
+    with pytest.raises(SelcalError, match=r"several label columns \(label, target\); name the one to use with label_col$"):
         model_of(path)  # two candidates: ambiguous, never a silent pick
 
 

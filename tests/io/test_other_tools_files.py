@@ -448,8 +448,8 @@ def with_ood(dumps, resnet20):
 
 def test_ood_rows_are_errors_in_every_selective_and_calibration_metric(with_ood):
     logits, labels, split, ood, path = with_ood
-    with pytest.raises(SelcalError, match=r"label 10 is outside 0 \.\. 9 \(use --ignore-label for a void label, "
-                                          r"--ood-label for rows of no class\)"):
+    with pytest.raises(SelcalError, match=r"label 10 is outside 0 \.\. 9 \(use ignore_label for a void label, "
+                                          r"ood_label for rows of no class\)"):
         model_json(path)
     model = model_json(path, ood_label=10, scores="msp")
     assert model_json(path, ood_label=10, scores="msp", stream=True) == model
@@ -482,7 +482,7 @@ def test_the_in_distribution_group_is_the_file_without_ood_rows(dumps, with_ood,
     assert model["scores"]["temp"]["temperature"] == alone["scores"]["temp"]["temperature"]
     assert model["nll"] == pytest.approx(alone["nll"], rel=1e-12) and model["cece"] == alone["cece"]
     assert any("validation rows are of no class" in w for w in model["warnings"])
-    with pytest.raises(SelcalError, match="--ood-label and --ignore-label are both 10"):
+    with pytest.raises(SelcalError, match="^ood_label and ignore_label are both 10"):
         model_json(path, ood_label=10, ignore_label=10)
 
 

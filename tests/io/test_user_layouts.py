@@ -219,7 +219,7 @@ def test_no_label_column_lists_the_names_looked_for(dumps, data):
     from selcal.io.columns import LABEL_NAMES
 
     with pytest.raises(SelcalError, match=re.escape(f"no label column (looked for {', '.join(LABEL_NAMES)}; columns: "
-                                                    "logits, truth); name it with --label-col")):
+                                                    "logits, truth); name it with label_col")):
         model_json(path)
 
 
