@@ -505,7 +505,7 @@ def _pnorm_softmax_grid(chunk: np.ndarray, ps, t_grid, center: bool, out: np.nda
     multiplication instead of a multiplication and an exp, at most _SQUARINGS times in a row, and
     ``slack`` bounds the error (:func:`_squared_slack`); a cell after an exp is exact (slack 0).
     """
-    x = scores.centred_scaled(chunk, center)
+    x, _ = scores.centred_scaled(chunk, center)
     terms = np.empty_like(x)
     low, keep = np.empty(x.shape, dtype=bool), np.empty_like(x)
     at = np.arange(x.shape[0])

@@ -113,21 +113,18 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
     return logits.max(axis=1)
 
 
-def _scale_to_unit(values: np.ndarray, largest: np.ndarray | None = None) -> np.ndarray:
-    """Divide each row by the power of two just above its largest |value| (``largest``, when known),
-    in place: exact, and |result| < 1. Returns the factors (1 / that power of two)."""
-    if largest is None:
-        # max_k |v_k| as max(max_k v_k, -min_k v_k): the same magnitude without an N x K temporary.
-        largest = np.maximum(values.max(axis=1), -values.min(axis=1))
+def _scale_to_unit(values: np.ndarray, largest: np.ndarray) -> np.ndarray:
+    """Divide each row by the power of two just above ``largest`` (its largest |value|), in place: exact,
+    and |result| < 1. Returns the factors (1 / that power of two)."""
     exponent = np.maximum(np.frexp(largest)[1], -1020)  # 2**1020 is finite
     factors = np.ldexp(1.0, -exponent)
     values *= factors[:, None]  # a power of two: the product is exact
     return factors
 
 
-def centred_scaled(logits: np.ndarray, center: bool, with_top: bool = False):
-    """x / m with x = v - mean(v) (or v, uncentred) and m a power of two above max_k |x_k| (see below);
-    with ``with_top``, (x / m, max_k x_k / m).
+def centred_scaled(logits: np.ndarray, center: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(x / m, max_k x_k / m) with x = v - mean(v) (or v, uncentred) and m a power of two above
+    max_k |x_k| (see below).
 
     One N x K array is allocated (the result); every step after it runs in place.
     """
@@ -139,11 +136,9 @@ def centred_scaled(logits: np.ndarray, center: bool, with_top: bool = False):
         centred -= sums[:, None]
     else:
         centred = logits.copy()
-    if not with_top:
-        _scale_to_unit(centred)
-        return centred
+    # max_k |x_k| as max(max_k x_k, -min_k x_k), without an N x K temporary; rounding is monotone, so
+    # the largest scaled entry is the scaled largest entry, bit for bit.
     top = centred.max(axis=1)
-    # Rounding is monotone, so the largest scaled entry is the scaled largest entry, bit for bit.
     top *= _scale_to_unit(centred, np.maximum(top, -centred.min(axis=1)))
     return centred, top
 
@@ -159,7 +154,7 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool
     equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
     x = 0 and scores 0.
     """
-    centred, top = centred_scaled(logits, center, with_top=True)
+    centred, top = centred_scaled(logits, center)
     magnitudes = np.abs(centred)
     positive = np.maximum(centred, 0.0, out=centred) if positive_part else None
     return top, magnitudes, positive
@@ -272,7 +267,7 @@ def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.nda
     p = int(p)
     if p < 1:
         raise ValueError("p must be a positive integer")
-    x = centred_scaled(np.asarray(logits, dtype=np.float64), center)
+    x, _ = centred_scaled(np.asarray(logits, dtype=np.float64), center)
     ((_, normalised),) = normalised_grid(x, [p], center, out=x)
     return normalised
 

@@ -265,7 +265,7 @@ def test_the_grid_reaches_exps_slow_path_and_its_zeros():
 def test_normalised_grid_is_normalised_logits_for_every_p():
     logits = _grid_logits(3, k=7)
     for center in (True, False):
-        x = scores.functions.centred_scaled(logits, center)
+        x, _ = scores.functions.centred_scaled(logits, center)
         for p, got in scores.normalised_grid(x, [1, 2, 5, 64, 65, 2000], center):
             assert got.tobytes() == scores.normalised_logits(logits, p, center).tobytes(), (p, center)
 
