@@ -57,13 +57,16 @@ class Kind(Enum):
 
 FLOAT_LOGITS = ("logits must be float16, float32 or float64: cast integer logits to float (quantised ones "
                 "multiplied by their scale first: raw integer codes would give a wrong softmax)")
+NUMBER_LOGITS = "logits must be numbers (float16, float32 or float64): store the model's logits as floats"
 BOOL_LOGITS = ("holds true/false values; logits must be numbers (float16, float32 or float64): save the model's logits, "
                "not a yes/no per class (booleans are not read as 0 and 1)")
 
 
 def not_float(kind: Kind) -> str:
     """Why a logits column of ``kind`` (not :attr:`Kind.FLOAT`) is refused, said as its kind calls for."""
-    return BOOL_LOGITS if kind is Kind.BOOL else "is not a float column; " + FLOAT_LOGITS
+    if kind is Kind.BOOL:
+        return BOOL_LOGITS
+    return "is not a float column; " + (FLOAT_LOGITS if kind is Kind.INTEGER else NUMBER_LOGITS)
 
 
 def _fail(path, column, message: str) -> SelcalError:

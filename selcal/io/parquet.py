@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import DumpSource, SelcalError, input_error, first_null_row, finite_values, labels_to_int, first_line, split_values, string_values
-from .columns import BOOL_LOGITS, FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
+from .columns import BOOL_LOGITS, FLOAT_LOGITS, NUMBER_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
 
 _FLOAT_TYPES = (pa.float16(), pa.float32(), pa.float64())
 
@@ -57,6 +57,11 @@ def arrow_kind(data_type: pa.DataType) -> Kind:
     if _is_text(data_type):
         return Kind.STRING
     return Kind.OTHER
+
+
+def not_float_type(data_type: pa.DataType) -> str:
+    """What to do with logits of an Arrow type that is not a float: cast integers (scaled), store numbers."""
+    return FLOAT_LOGITS if pa.types.is_integer(data_type) else NUMBER_LOGITS
 
 
 def _is_text(data_type: pa.DataType) -> bool:
@@ -150,8 +155,7 @@ class ParquetSource(DumpSource):
                 if pa.types.is_boolean(data_type):
                     raise input_error(path, name, None, BOOL_LOGITS)
                 if data_type not in _FLOAT_TYPES:
-                    raise input_error(path, name, None,
-                                f"has type {data_type}; {FLOAT_LOGITS}")
+                    raise input_error(path, name, None, f"has type {data_type}; {not_float_type(data_type)}")
             return layout.name, list(layout.columns)
         logits_col = layout.name
         data_type = schema.field(logits_col).type
@@ -170,8 +174,12 @@ class ParquetSource(DumpSource):
         if pa.types.is_boolean(value_type):
             raise input_error(path, logits_col, None, BOOL_LOGITS)
         if value_type not in _FLOAT_TYPES:
-            raise input_error(path, logits_col, None, f"holds {value_type} values; {FLOAT_LOGITS}")
+            raise self._not_float_values(logits_col, value_type)
         return logits_col, None
+
+    def _not_float_values(self, logits_col: str, value_type: pa.DataType):
+        """The refusal of a logits list column of ``value_type`` values (not floats, not booleans)."""
+        return input_error(self.path, logits_col, None, f"holds {value_type} values; {not_float_type(value_type)}")
 
     def id_column(self) -> np.ndarray | None:
         """The id of every kept row, read once (the split, the leak check, the fingerprint and the

@@ -314,7 +314,9 @@ class TextFile:
         where = Line(line + bad - 1, 1)
         text = lines[bad]
         if self.fmt == "jsonl":
-            return input_error(self.path, None, where, _json_problem(text, self._error(text + b"\n", infer) or exc))
+            column, problem = _json_problem(text, self._error(text + b"\n", infer) or exc, None if infer else self.schema,
+                                            lines[:bad], line)
+            return input_error(self.path, column, where, problem)
         error = self._error(text + b"\n", infer) or exc  # the bad line's own error
         found = re.search(r"could not parse `(.*?)` as dtype `(\w+)` at column '(.*?)'", str(error))
         if found:
@@ -339,6 +341,20 @@ class TextFile:
 
     def _fails(self, block: bytes, infer: bool) -> bool:
         return self._error(block, infer) is not None
+
+    def refuse_list_of_non_numbers(self, column: str) -> None:
+        """Raise the one line naming the first line whose list ``column`` holds a value that is not a
+        number (a boolean, a string, a list): polars read the column as a list of strings (the supertype
+        of what the lines mix) and a logits list must hold numbers. Read again with the column's type a
+        list of float64, that line is the first polars cannot read, named as any such line is."""
+        import copy
+
+        import polars as pl
+
+        numbers = copy.copy(self)
+        numbers.schema = {**self.schema, column: pl.List(pl.Float64)}
+        for line, block in numbers._each_block():
+            numbers._parsed(line, block, [column])
 
     # ----------------------------------------------------------------- ParquetFile's face
     def read(self, columns) -> pa.Table:
@@ -421,20 +437,105 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _json_problem(text: bytes, exc: BaseException) -> str:
-    """What is wrong with one line of a JSON Lines file, for a message that names the line."""
+def _json_problem(text: bytes, exc: BaseException, schema: dict | None = None,
+                  earlier=(), first: int = 1) -> tuple[str | None, str]:
+    """(the column, what is wrong) with one line of a JSON Lines file, for a message that names the line;
+    ``schema``: the columns' types the line was read with (None: the types were being inferred from it
+    and the ``earlier`` lines of its block, which were read; ``first`` is the number of the first)."""
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as error:
-        return f"is not valid JSON ({error.msg}); write one JSON object per line"
+        return None, f"is not valid JSON ({error.msg}); write one JSON object per line"
     except ValueError as error:
-        return str(error)
+        return None, str(error)
     except (RecursionError, UnicodeDecodeError) as error:
-        return f"cannot be read as JSON ({first_line(error)}); write one JSON object per line"
+        return None, f"cannot be read as JSON ({first_line(error)}); write one JSON object per line"
     if not isinstance(value, dict):
-        return f"holds a JSON {type(value).__name__}, not an object; write one object per line"
-    return f"cannot be read with the columns of the first lines ({first_line(exc)}); give every line the same keys " \
-           "and types"
+        return None, f"holds a JSON {type(value).__name__}, not an object; write one object per line"
+    for column, held in value.items():
+        problem = _not_a_number(held, None if schema is None else schema.get(column))
+        if problem is not None:
+            return column, problem
+    if schema is None and earlier:
+        found = _first_of_another_type(value, earlier, first)
+        if found is not None:
+            return found
+    return None, f"cannot be read with the columns of the first lines ({first_line(exc)}); give every line the same " \
+                 "keys and types"
+
+
+def _kind(value) -> str:
+    return "a number" if _is_number(value) else {bool: "a boolean", str: "a string", list: "a list",
+                                                  dict: "an object"}.get(type(value), "null")
+
+
+def _first_of_another_type(value: dict, earlier, first_line: int) -> tuple[str, str] | None:
+    """(column, what is wrong) when a key of ``value`` holds a value of another JSON type than on the
+    first of the ``earlier`` lines (numbered from ``first_line``) that has it (null aside): polars reads
+    a key with one type on every line."""
+    first: dict = {}
+    for number, text in enumerate(earlier):
+        try:
+            line = json.loads(text)
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            continue
+        for key, held in line.items() if isinstance(line, dict) else ():
+            if held is not None:
+                first.setdefault(key, (number, held))
+    for key, held in value.items():
+        if held is None or key not in first or _kind(held) == _kind(first[key][1]):
+            continue
+        number, before = first[key]
+        bools = "a boolean" in (_kind(held), _kind(before))
+        fix = ("write numbers on every line" if bools and "a number" in
+               (_kind(held), _kind(before)) else "give the key one type on every line")
+        return key, f"holds {_shown(held)} where line {first_line + number} holds {_shown(before)}; {fix}"
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A JSON value as the line writes it, cut to 40 characters; with what it is (a boolean, a string, ...)."""
+    text = json.dumps(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({_kind(value)})"
+
+
+def _not_a_number(value, dtype) -> str | None:
+    """What is wrong with one value of a line in a column of numbers, or of numbers in a list: a
+    boolean, a string, a list or an object where a number belongs (None: nothing found). The column is
+    one of numbers when ``dtype`` says so, or, with no ``dtype`` (inferring), a list that holds a number."""
+    numeric = getattr(dtype, "is_numeric", lambda: False)()
+    inner = getattr(dtype, "inner", None)
+    if isinstance(value, list):
+        if not (inner is not None and inner.is_numeric() or dtype is None and any(map(_is_number, value))):
+            return None
+        k, bad = next(((k, item) for k, item in enumerate(value) if item is not None and not _is_number(item)),
+                      (None, None))
+        if k is None:
+            return None
+        if isinstance(bad, bool):
+            fix = "write the model's logit for each class (true and false are not read as 1 and 0)"
+        elif isinstance(bad, str):
+            fix = (f"write the number {bad.strip()} without quotes" if _number_text(bad) else "write numbers only")
+        else:
+            fix = "write one flat list of K numbers per line"
+        return f"holds {_shown(bad)} for class {k} of its list, where a number belongs; {fix}"
+    if numeric and value is not None and not _is_number(value):
+        fix = (f"write the number {value.strip()} without quotes" if isinstance(value, str) and _number_text(value)
+               else "write a number")
+        return f"holds {_shown(value)}, not a number; {fix}"
+    return None
+
+
+def _number_text(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 class TextSource(ParquetSource):
@@ -447,6 +548,13 @@ class TextSource(ParquetSource):
 
     def _open(self, path: str) -> TextFile:
         return TextFile(path, self._format)
+
+    def _not_float_values(self, logits_col: str, value_type: pa.DataType):
+        """A JSON Lines logits list read as strings mixes numbers with something else (``[1.5, true]``,
+        ``[1.5, "2"]``): the first such line is named, with the value and what to do."""
+        if self._format == "jsonl" and (pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
+            self.file.refuse_list_of_non_numbers(logits_col)
+        return super()._not_float_values(logits_col, value_type)
 
     def raw_batches(self, batch_rows: int):
         first_row = 0

@@ -26,6 +26,7 @@ import selcal
 from selcal.errors import SelcalError
 from selcal.io import read_dump
 from selcal.io import text as text_io
+from helpers import one_error_line
 
 ROWS = [json.dumps({"logits": [0.5 + i % 3, -1.0], "label": i % 2}) for i in range(40)]
 CSV_LINES = ["label,logit_0,logit_1"] + [f"{i % 2},{i % 5}.5,-1" for i in range(40)]
@@ -50,7 +51,7 @@ def refused(path) -> str:
     ('{"logits": [NaN, -1.0], "label": 1}', "holds NaN, which JSON has no literal for"),
     ('{"logits": [Infinity, -1.0], "label": 1}', "holds Infinity"),
     ('{"logits": [1e999, -1.0], "label": 1}', "holds 1e999, a number beyond float64's range"),
-    ('{"logits": [0.5, -1.0], "label": "cat"}', "cannot parse 'cat'"),
+    ('{"logits": [0.5, -1.0], "label": "cat"}', "column 'label', line 12: holds \"cat\" (a string), not a number"),
     ('[0.5, -1.0]', "holds a JSON list, not an object"),
     ('{"logits": [0.5, -1.0], "label": 1', "is not valid JSON"),
     ('{"logits": ' + "[" * 5000 + "]" * 5000 + ', "label": 1}', "line 12"),
@@ -59,7 +60,7 @@ def refused(path) -> str:
 def test_every_json_lines_error_names_its_line(tmp_path, bad, words, at):
     path = jsonl(tmp_path, bad, at)
     text = refused(path)
-    assert text.startswith(f"{path}: line {at}: "), text
+    assert text.startswith(f"{path}: line {at}: " if "column" not in words else f"{path}: column"), text
     assert words.replace("line 12", f"line {at}") in text
 
 
@@ -67,6 +68,67 @@ def test_a_nan_on_a_line_of_a_later_block_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(text_io, "BLOCK_BYTES", 256)  # many blocks: the line is counted across them
     path = jsonl(tmp_path, '{"logits": [NaN, -1.0], "label": 1}', 33)
     assert refused(path).startswith(f"{path}: line 33: holds NaN")
+
+
+# --------------------------------------------------------------------------- JSON Lines: a logits list of numbers only
+BAD_LISTS = [
+    ('{"logits": [1.5, true], "label": 1}', "column 'logits', line {at}: holds true (a boolean) for class 1 of its "
+                                            "list, where a number belongs; write the model's logit for each class "
+                                            "(true and false are not read as 1 and 0)"),
+    ('{"logits": [true, 1.5], "label": 1}', "column 'logits', line {at}: holds true (a boolean) for class 0"),
+    ('{"logits": [1.5, "2"], "label": 1}', "column 'logits', line {at}: holds \"2\" (a string) for class 1 of its "
+                                           "list, where a number belongs; write the number 2 without quotes"),
+    ('{"logits": ["a", "b"], "label": 1}', "column 'logits', line {at}: holds \"a\" (a string) for class 0 of its "
+                                           "list, where a number belongs; write numbers only"),
+    ('{"logits": [1.5, [2.5]], "label": 1}', "column 'logits', line {at}: holds [2.5] (a list) for class 1 of its "
+                                             "list, where a number belongs; write one flat list of K numbers per line"),
+    ('{"logits": [1.5, {"a": 1}], "label": 1}', "column 'logits', line {at}: holds {{\"a\": 1}} (an object) for class 1"),
+    ('{"logits": [1.5, null], "label": 1}', "column 'logits', line {at}: holds a null logit; store finite numbers"),
+]
+
+
+@pytest.mark.parametrize("bad, words", BAD_LISTS)
+@pytest.mark.parametrize("at", [1, 12, 40])
+def test_a_logits_list_holding_what_is_not_a_number_is_named_with_its_line_and_class(tmp_path, cli, bad, words, at):
+    # [1.5, true] was read as a list of strings and refused with the hint for integer logits ("cast
+    # integer logits to float"): the wrong problem, and no line
+    path = jsonl(tmp_path, bad, at)
+    line = one_error_line(cli("evaluate", path, "--scores", "msp"), f"selcal: error: {path}: {words.format(at=at)}")
+    assert "integer" not in line
+
+
+def test_a_logits_list_holding_a_boolean_past_the_inferred_rows_is_named(tmp_path, cli):
+    path = tmp_path / "late.jsonl"  # the first 10 000 lines say the logits are floats
+    rows = [json.dumps({"logits": [0.5 + i % 3, -1.0], "label": i % 2}) for i in range(10_050)]
+    rows[10_020] = '{"logits": [1.5, true], "label": 1}'
+    path.write_text("\n".join(rows) + "\n")
+    one_error_line(cli("evaluate", path, "--scores", "msp"), "line 10021: holds true (a boolean) for class 1")
+
+
+def test_a_logit_column_holding_a_boolean_on_one_line_and_numbers_on_another_names_both(tmp_path, cli):
+    path = tmp_path / "wide.jsonl"
+    path.write_text('{"label": 0, "logit_0": 1.5, "logit_1": true}\n{"label": 1, "logit_0": 0.5, "logit_1": 2.5}\n')
+    one_error_line(cli("evaluate", path, "--scores", "msp"),
+                   f"{path}: column 'logit_1', line 2: holds 2.5 (a number) where line 1 holds true (a boolean); "
+                   "write numbers on every line")
+
+
+@pytest.mark.parametrize("logits", ["[1, 2]", "[1, 2.5]"])
+def test_whole_numbers_in_a_logits_list_are_the_numbers_they_are(tmp_path, logits):
+    # JSON has one kind of number: 2 and 2.0 are the same logit (a writer may drop the ".0")
+    path = tmp_path / "whole.jsonl"
+    path.write_text(f'{{"label": 0, "logits": {logits}}}\n{{"label": 1, "logits": [0, 3]}}\n')
+    floats = tmp_path / "floats.jsonl"
+    floats.write_text(f'{{"label": 0, "logits": {json.dumps([float(v) for v in json.loads(logits)])}}}\n'
+                      '{"label": 1, "logits": [0.0, 3.0]}\n')
+    assert np.array_equal(read_dump(path).logits, read_dump(floats).logits)
+
+
+def test_a_list_of_strings_in_parquet_is_not_told_to_cast_integers(tmp_path, cli):
+    path = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"label": [0, 1], "logits": [["1.5", "2"], ["0.5", "1"]]}), path)
+    one_error_line(cli("evaluate", path, "--scores", "msp"), "column 'logits': holds string values; logits must be "
+                   "numbers (float16, float32 or float64): store the model's logits as floats")
 
 
 # --------------------------------------------------------------------------- bounds before polars
