@@ -221,7 +221,9 @@ def evaluate_arrays(
     logits, val_logits : (N, K) or (N,) numbers: numpy arrays, lists, torch tensors (any
         device, ``requires_grad``, float16 or bfloat16), pandas or polars objects (a
         DataFrame of logits columns, or a column whose values are the rows: arrays or
-        lists), polars LazyFrames (collected).
+        lists), polars LazyFrames (collected). Floats: an integer (or boolean) array, tensor or
+        column is refused, as in a file (cast it, e.g. ``logits.float()``); lists of Python
+        numbers are read as numbers (``[[2, 0], [0, 1]]``), as in a JSON Lines file.
     labels, val_labels : (N,) integers 0 .. K-1 (bool and whole floats are read as integers).
     options : :class:`Options`; or give its fields as keyword arguments, e.g.
         ``scores="msp,temp"``, ``bins=20``, ``risks=[0.01]``, ``p_grid="1-10"``, ``seed=1``.

@@ -13,6 +13,9 @@ for class 0; logits must be finite``), as the readers of files name the file and
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import numpy as np
 
 from ..errors import SelcalError
@@ -110,10 +113,35 @@ BOOL_LOGITS = ("holds True/False values; logits must be numbers: pass the model'
                "class (booleans are not read as 0 and 1)")
 
 
-def _boolean_column(value) -> str | None:
-    """The first column of a pandas or polars DataFrame that holds booleans (plain, nullable, or a list of
-    them), ``""`` for such a Series, None otherwise: a frame that mixes them with floats converts to floats,
-    True as 1.0, before its dtype can tell."""
+def int_logits(dtype, cast: str) -> str:
+    """Why integer logits of ``dtype`` are refused and what to do (``cast``: the conversion in the user's
+    library, e.g. ``logits.float()``), as a file's integer logit columns are (:data:`selcal.io.columns.FLOAT_LOGITS`)."""
+    return (f"holds integers ({dtype}); logits must be floats: pass {cast} (quantised codes multiplied by their "
+            "scale first: raw integer codes would give a wrong softmax)")
+
+
+def _cast(value, name: str, dtype: str = "") -> str:
+    """The conversion of ``value`` (the argument ``name``, of ``dtype``) to float32 in its own library's words."""
+    library = _library(value)
+    if library == "torch":
+        return f"{name}.float()"
+    if library == "polars":
+        return f"{name}.cast(pl.List(pl.Float32))" if dtype.startswith(("List", "Array")) else f"{name}.cast(pl.Float32)"
+    if library == "pandas":
+        return f"{name}.astype('float32')" if dtype != "object" else f"np.stack({name}).astype(np.float32)"
+    if isinstance(value, np.ndarray):
+        return f"{name}.astype(np.float32)"
+    return f"np.asarray({name}, dtype=np.float32)"
+
+
+_BOOL_TYPE = re.compile(r"^((list|array)\()?bool(ean)?\b")
+_INT_TYPE = re.compile(r"^((list|array)\()?u?int\d*\b")
+
+
+def _typed_column(value) -> tuple[str, str] | None:
+    """(column, dtype) of the first column of a pandas or polars DataFrame that holds booleans or integers
+    (plain, nullable, or a list of them), column ``""`` for such a Series, None otherwise: a frame that mixes
+    them with floats converts to floats (True as 1.0, nullable Int64 too) before its dtype can tell."""
     if _library(value) not in ("pandas", "polars"):
         return None
     if type(value).__name__ == "LazyFrame":  # its schema, without running the query (whose errors are said later)
@@ -125,17 +153,72 @@ def _boolean_column(value) -> str | None:
         types = value.schema.items() if _library(value) == "polars" else value.dtypes.items()
     else:
         types = [("", getattr(value, "dtype", None))]
-    return next((str(column) for column, dtype in types
-                 if str(dtype).lower() in ("bool", "boolean", "list(boolean)", "array(boolean)")), None)
+    return next(((str(column), str(dtype)) for column, dtype in types
+                 if _BOOL_TYPE.match(str(dtype).lower()) or _INT_TYPE.match(str(dtype).lower())), None)
+
+
+def _python_rows(value) -> list | tuple | None:
+    """``value`` as the Python list it is (a list or tuple, a pandas column of Python lists: what
+    ``pandas.read_json`` makes of a JSON Lines file), None when it is an array of a library."""
+    if isinstance(value, (list, tuple)):
+        return value
+    if _library(value) == "pandas" and hasattr(value, "columns") and value.shape[1] == 1:
+        value = value.iloc[:, 0]
+    if _library(value) == "pandas" and getattr(value, "dtype", None) == object and not hasattr(value, "columns"):
+        rows = value.tolist()
+        return rows if rows and isinstance(rows[0], (list, tuple)) else None
+    return None
+
+
+def _python_numbers(value) -> bool:
+    """Whether ``value`` is a list (or tuple) of Python numbers, or of rows of them: no dtype says whether
+    they are integers or floats, as in a JSON Lines file (``[1, 2]``). A numpy value among them has one."""
+    rows = _python_rows(value)
+    if rows is None:
+        return False
+    nested = all(map(isinstance, rows, itertools.repeat((list, tuple))))
+    return set(map(type, itertools.chain.from_iterable(rows) if nested else rows)) <= {int, float}
+
+
+def _first_bool(value) -> tuple[int, int | None] | None:
+    """(row, class) of the first bool in a list of numbers (class None: a list of binary logits), or of rows of
+    them, that numpy read as floats (True as 1.0); None when there is none, the usual case, found by one
+    pass over the values' types."""
+    value = _python_rows(value)
+    if not value:
+        return None
+    bools = (bool, np.bool_)
+    if not isinstance(value[0], (list, tuple, np.ndarray)):  # binary logits, one per row
+        if not set(map(type, value)) & set(bools):
+            return None
+        return next((row, None) for row, item in enumerate(value) if isinstance(item, bools))
+    if all(map(isinstance, value, itertools.repeat((list, tuple)))):
+        if not set(map(type, itertools.chain.from_iterable(value))) & set(bools):
+            return None
+    for row, values in enumerate(value):
+        if isinstance(values, np.ndarray):
+            if values.dtype.kind == "b":
+                return row, 0
+        elif isinstance(values, (list, tuple)):
+            k = next((k for k, item in enumerate(values) if isinstance(item, bools)), None)
+            if k is not None:
+                return row, k
+    return None
 
 
 def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
     """(logits N x K, binary): validated logits; a 1-D array or K = 1 is one binary logit v,
     returned as the two columns (0, v) with ``binary`` True (CONVENTIONS.md, "Input"). Booleans
-    are refused (:data:`BOOL_LOGITS`), never read as 0 and 1."""
-    column = _boolean_column(value)
-    if column is not None:
-        raise SelcalError(f"{name}: {f'column {column!r} ' if column else ''}{BOOL_LOGITS}")
+    are refused (:data:`BOOL_LOGITS`), never read as 0 and 1; so are integers of a dtype (a numpy
+    array, a tensor, a frame's column: :func:`int_logits`), as a file's integer columns are, while
+    Python integers in lists are the numbers they are, as ``[1, 2]`` in a JSON Lines file is."""
+    typed = _typed_column(value)
+    if typed is not None:
+        column, dtype = typed
+        where = f"column {column!r} " if column else ""
+        if _BOOL_TYPE.match(dtype.lower()):
+            raise SelcalError(f"{name}: {where}{BOOL_LOGITS}")
+        raise SelcalError(f"{name}: {where}{int_logits(dtype, _cast(value, name, dtype))}")
     logits = to_numpy(value, name)
     if logits.dtype.kind == "b":
         raise SelcalError(f"{name}: {BOOL_LOGITS}")
@@ -144,7 +227,17 @@ def as_logits(value, name: str) -> tuple[np.ndarray, bool]:
     if logits.ndim != 2:
         raise SelcalError(f"{name}: has shape {logits.shape}; pass N x K logits (or N binary logits)")
     logits = _numbers(logits, name, "logits must be numbers")
-    if logits.dtype.kind in "biu":
+    if logits.dtype.kind in "iuf":  # numpy reads True among numbers as 1 (or 1.0)
+        found = _first_bool(value)
+        if found is not None:
+            row, k = found
+            where = f"row {row} holds True/False" + ("" if k is None else f" for class {k}")
+            raise SelcalError(f"{name}: {where} among numbers; logits must be numbers: pass the model's logit "
+                              "for each class (booleans are not read as 1 and 0)")
+    if logits.dtype.kind in "iu":
+        if not _python_numbers(value):
+            cast = _cast(value, name, str(getattr(value, "dtype", "")))
+            raise SelcalError(f"{name}: {int_logits(logits.dtype, cast)}")
         logits = logits.astype(np.float64)
     if logits.dtype not in (np.float16, np.float32, np.float64):
         raise SelcalError(f"{name}: has dtype {logits.dtype}; pass float16, float32 or float64 logits")

@@ -6,6 +6,8 @@ one SelcalError naming the argument, never a traceback."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -128,3 +130,71 @@ def test_boolean_logits_are_refused_not_read_as_0_and_1(logits, where):
 def test_the_metric_functions_refuse_boolean_predictions():
     one_hot = np.eye(4, dtype=bool)[LABELS]  # hard decisions: as probabilities they would give ECE 0
     assert refused(lambda: selcal.metrics.ece(LABELS, one_hot)).startswith("y_pred: holds True/False values")
+
+
+# --------------------------------------------------------------------------- integer logits: what a file's would be
+WHOLE = np.round(LOGITS).astype(np.int64)
+INT_WORDS = "logits must be floats: pass {cast} (quantised codes multiplied by their scale first"
+
+
+@pytest.mark.parametrize("logits, where, cast", [
+    (WHOLE, "logits: holds integers (int64)", "logits.astype(np.float32)"),
+    (WHOLE.astype(np.int8), "logits: holds integers (int8)", "logits.astype(np.float32)"),
+    (WHOLE[:, 0].astype(np.uint8), "logits: holds integers (uint8)", "logits.astype(np.float32)"),
+    (list(WHOLE), "logits: holds integers (int64)", "np.asarray(logits, dtype=np.float32)"),
+    (pd.DataFrame(WHOLE), "logits: column '0' holds integers (int64)", "logits.astype('float32')"),
+    (pd.DataFrame({"a": LOGITS[:, 0], "b": WHOLE[:, 1]}), "logits: column 'b' holds integers (int64)",
+     "logits.astype('float32')"),  # pandas: the frame's array is float64
+    (pd.DataFrame({"a": LOGITS[:, 0], "b": pd.array(WHOLE[:, 1], dtype="Int64")}),
+     "logits: column 'b' holds integers (Int64)", "logits.astype('float32')"),
+    (pd.Series(list(WHOLE)), "logits: holds integers (int64)", "np.stack(logits).astype(np.float32)"),
+    (pl.DataFrame({"a": LOGITS[:, 0], "b": WHOLE[:, 1]}), "logits: column 'b' holds integers (Int64)",
+     "logits.cast(pl.Float32)"),  # polars: the frame's array is float64
+    (pl.DataFrame({"a": LOGITS[:, 0], "b": WHOLE[:, 1]}).lazy(), "logits: column 'b' holds integers (Int64)",
+     "logits.cast(pl.Float32)"),
+    (pl.Series(WHOLE.tolist()), "logits: holds integers (List(Int64))", "logits.cast(pl.List(pl.Float32))"),
+], ids=["numpy", "int8", "uint8-binary", "list-of-arrays", "pandas", "pandas-mixed", "pandas-nullable",
+        "pandas-arrays", "polars-mixed", "polars-lazy", "polars-list"])
+def test_integer_logits_are_refused_saying_how_to_cast_them(logits, where, cast):
+    # int8 codes of a quantised model read as logits give a wrong softmax; a Parquet or .npy file of them is
+    # refused (was: cast to float64 here, silently, and a frame mixing them with floats even before selcal saw it)
+    assert refused(lambda: aurc(logits)) == f"{where}; " + INT_WORDS.format(cast=cast) + \
+        ": raw integer codes would give a wrong softmax)"
+
+
+def test_the_metric_functions_refuse_integer_predictions_naming_y_pred():
+    assert refused(lambda: selcal.metrics.ece(LABELS, WHOLE)).startswith(
+        "y_pred: holds integers (int64); " + INT_WORDS.format(cast="y_pred.astype(np.float32)"))
+    assert refused(lambda: selcal.evaluate_arrays(LOGITS, LABELS, WHOLE, LABELS, scores="msp,temp")).startswith(
+        "val_logits: holds integers (int64); " + INT_WORDS.format(cast="val_logits.astype(np.float32)"))
+
+
+@pytest.mark.parametrize("as_python", [
+    lambda whole: whole.tolist(),
+    lambda whole: tuple(map(tuple, whole.tolist())),
+    lambda whole: pd.Series(whole.tolist()),  # pandas.read_json(lines=True) of a JSON Lines file
+    lambda whole: [[v + 0.5 if i == 0 and k == 0 else v for k, v in enumerate(row)] for i, row in enumerate(whole.tolist())],
+], ids=["list", "tuple", "pandas-lists", "mixed"])
+def test_python_integers_are_the_numbers_they_are_as_in_a_json_lines_file(tmp_path, as_python):
+    # no dtype says whether 2 is an integer: as in a JSON Lines file, where [1, 2] is read as float64
+    given = as_python(WHOLE)
+    floats = np.array(given.tolist() if hasattr(given, "tolist") else given, dtype=np.float64)
+    assert aurc(given) == aurc(floats)
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps({"label": int(y), "logits": list(row)}) + "\n"
+                            for y, row in zip(LABELS, given.tolist() if hasattr(given, "tolist") else given)))
+    from_file = selcal.evaluate(path, scores="msp").scores["msp"]["aurc"]
+    assert from_file == aurc(given)
+
+
+@pytest.mark.parametrize("logits, where", [
+    ([[1.5, True]] + LOGITS[1:, :2].tolist(), "logits: row 0 holds True/False for class 1"),
+    (LOGITS[:, :2].tolist()[:7] + [[True, 2]] + LOGITS[8:, :2].tolist(), "logits: row 7 holds True/False for class 0"),
+    ([1.5, 0.5, False] + LOGITS[3:, 0].tolist(), "logits: row 2 holds True/False"),
+    (pd.Series([[1.5, True]] + LOGITS[1:, :2].tolist()), "logits: row 0 holds True/False for class 1"),
+], ids=["list", "list-of-ints", "binary", "pandas-lists"])
+def test_a_boolean_among_numbers_in_a_list_is_refused_as_in_a_json_lines_file(logits, where):
+    # numpy reads [1.5, True] as [1.5, 1.0]: the boolean was a logit of 1
+    assert refused(lambda: aurc(logits, LABELS % 2)) == (
+        f"{where} among numbers; logits must be numbers: pass the model's logit for each class (booleans are not "
+        "read as 1 and 0)")

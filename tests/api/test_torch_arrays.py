@@ -82,3 +82,14 @@ def test_nan_in_a_tensor_names_the_argument_and_row():
     logits[3, 2] = np.nan
     with pytest.raises(selcal.SelcalError, match=r"^logits: row 3 holds NaN for class 2"):
         selcal.evaluate_arrays(torch.tensor(logits), torch.tensor(labels))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int64"])
+def test_an_integer_tensor_is_refused_saying_to_call_float(dtype):
+    # a quantised model's int8 codes: their softmax without the scale is a wrong number (was: read as float64)
+    logits, labels = _arrays()
+    codes = torch.tensor(np.round(np.abs(logits) * 10)).to(getattr(torch, dtype))
+    with pytest.raises(selcal.SelcalError) as error:
+        selcal.evaluate_arrays(codes, torch.tensor(labels))
+    assert str(error.value).startswith(f"logits: holds integers ({dtype}); logits must be floats: pass logits.float() "
+                                       "(quantised codes multiplied by their scale first")
