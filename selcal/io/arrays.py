@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import DumpSource, input_error, labels_to_int, canonical_split_array, finite_values
-from .columns import BOOL_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
+from .columns import BOOL_LOGITS, FLOAT_LOGITS, ID_NAME, SPLIT_NAME, Kind, find_label, find_logits, optional_column
 
 _FLOATS = (np.float16, np.float32, np.float64)
 
@@ -57,8 +57,8 @@ class ArraysSource(DumpSource):
         if logits.dtype.kind == "b":
             raise input_error(path, self.logits_col, None, BOOL_LOGITS)
         if logits.dtype not in _FLOATS:
-            raise input_error(path, self.logits_col, None,
-                        f"has dtype {logits.dtype}; save float16, float32 or float64 logits")
+            hint = FLOAT_LOGITS if logits.dtype.kind in "iu" else "save float16, float32 or float64 logits"
+            raise input_error(path, self.logits_col, None, f"has dtype {logits.dtype}; {hint}")
         if logits.shape[1] == 0:
             raise input_error(path, self.logits_col, None, "has K = 0 columns; save N x K logits")
         n_rows = logits.shape[0]

@@ -30,6 +30,7 @@ import numpy as np
 from ..options import DEFAULT_PIXELS_PER_IMAGE, DEFAULT_SEED, DEFAULT_SEGMENTATION_IGNORE
 from ..errors import said
 from .base import DumpSource, input_error, first_line, splitmix64
+from .columns import FLOAT_LOGITS
 
 __all__ = ["SegmentationSource", "is_segmentation_folder", "label_grid", "sample_cells", "DEFAULT_PIXELS_PER_IMAGE",
            "DEFAULT_SEGMENTATION_IGNORE", "PIXELS_METADATA", "write_pixels", "image_holdout", "read_image"]
@@ -235,7 +236,8 @@ class SegmentationSource(DumpSource):
             raise input_error(file, "logits", None, f"has shape {tuple(shape)}; expected K x h x w{hint}")
         k, h, w = (int(s) for s in shape)
         if dtype not in _FLOAT_DTYPES:
-            raise input_error(file, "logits", None, f"has dtype {dtype}; save float16, float32 or float64 logits")
+            hint = FLOAT_LOGITS if np.dtype(dtype).kind in "iu" else "save float16, float32 or float64 logits"
+            raise input_error(file, "logits", None, f"has dtype {dtype}; {hint}")
         if k == 0 or h == 0 or w == 0:
             raise input_error(file, "logits", None, f"has shape {tuple(shape)}; every dimension must be at least 1")
         if num_classes is not None and k != num_classes:

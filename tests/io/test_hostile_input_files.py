@@ -136,6 +136,22 @@ def test_integer_logits_are_refused_saying_to_cast_and_scale_them(tmp_path, cli,
                    "multiplied by their scale")
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int64])
+@pytest.mark.parametrize("suffix", [".npz", ".npy"])
+def test_integer_logit_arrays_are_refused_with_the_words_of_parquet(tmp_path, cli, dtype, suffix):
+    # was: "has dtype int8; save float16, float32 or float64 logits", without why (the scale) or how (cast)
+    rng = np.random.default_rng(0)
+    codes, labels = rng.integers(0, 100, size=(20, 3)).astype(dtype), rng.integers(0, 3, 20)
+    if suffix == ".npz":
+        np.savez(tmp_path / "q.npz", logits=codes, labels=labels)
+    else:
+        np.save(tmp_path / "q.npy", codes)
+        np.save(tmp_path / "q_labels.npy", labels)
+    one_error_line(cli("evaluate", tmp_path / f"q{suffix}"), f"q{suffix}: column 'logits': has dtype "
+                   f"{np.dtype(dtype).name}; logits must be float16, float32 or float64: cast integer logits to float "
+                   "(quantised ones multiplied by their scale first")
+
+
 def _boolean_logits(tmp_path, layout: str):
     """A dump whose logits (or one of their columns) are true/false, in ``layout``; (its path, the column named)."""
     rng = np.random.default_rng(0)

@@ -213,7 +213,8 @@ def _error(args):
     (lambda f: np.savez(f / "img001.npz", logits=np.zeros((3, 8, 12), np.float32),
                         label=np.zeros((16, 24), np.uint8)), "has K = 3 classes but img000.npz has K = 4"),
     (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.int32),
-                        label=np.zeros((16, 24), np.uint8)), "has dtype int32"),
+                        label=np.zeros((16, 24), np.uint8)), "has dtype int32; logits must be float16, float32 or "
+                                                             "float64: cast integer logits to float (quantised"),
     (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32),
                         label=np.zeros((16, 24), np.float32)), "labels must be integers"),
     (lambda f: np.savez(f / "img001.npz", logits=np.zeros((4, 8, 12), np.float32),
