@@ -16,8 +16,10 @@ _COMMAND_LINE: ContextVar[bool] = ContextVar("selcal_command_line", default=Fals
 
 def naming_flags() -> bool:
     """Whether messages name the command line's flags (``--input probs``): True while a ``selcal`` command
-    runs (:func:`command_line`); else they name the Python arguments (``input_kind='probs'``). Read where
-    the work is set up (a job, a source): a job run elsewhere (a Ray worker) carries what it was."""
+    runs (:func:`command_line`); else they name the Python arguments (``input_kind='probs'``). Decided where
+    the call enters (the command's callback; a Python call leaves the default) and carried to where its work
+    runs: a pool's thread and a Ray task start with an empty context, so they run :func:`carried` functions
+    (the engines and the pools of ``pipeline.reduce`` and ``scores.fits`` do)."""
     return _COMMAND_LINE.get()
 
 
@@ -30,6 +32,17 @@ def command_line(flags: bool = True):
         yield
     finally:
         _COMMAND_LINE.reset(token)
+
+
+def carried(fn):
+    """``fn``, run in the face of the code that made it (:func:`naming_flags` there): for a thread of a pool,
+    whose context starts empty (the Python face), whatever face made the work."""
+    flags = naming_flags()
+
+    def run(*args, **kwargs):
+        with command_line(flags):
+            return fn(*args, **kwargs)
+    return run
 
 
 #: The Python arguments whose command-line flag is not their name with dashes: the one table of the two faces
@@ -45,19 +58,25 @@ def flag(argument: str) -> str:
     return FLAGS.get(argument, "--" + argument.replace("_", "-"))
 
 
-def said(argument: str, value=_BARE, *, python: bool | None = None) -> str:
+def said(argument: str, value=_BARE, *, python: bool | None = None, metavar: str | None = None) -> str:
     """How a message names the argument ``argument`` (given ``value``) to its caller: ``input_kind='probs'``
-    (``label_col``) to Python, ``--input probs`` (``--label-col``) on the command line. ``python``: the face
-    (a source's or a job's, :attr:`~selcal.io.base.DumpSource.python`); None: as :func:`naming_flags` says.
+    (``label_col``) to Python, ``--input probs`` (``--label-col``) on the command line; a switch given
+    (``value`` True) is ``per_class=True``, ``--per-class``; ``metavar`` stands for a value to give
+    (``val=FILE``, ``--val FILE``). ``python``: the face (a source's,
+    :attr:`~selcal.io.base.DumpSource.python`); None: as :func:`naming_flags` says.
 
     >>> said("label_col", "y", python=True), said("label_col", "y", python=False), said("val", python=False)
     ("label_col='y'", '--label-col y', '--val')
+    >>> said("val", metavar="FILE", python=True), said("per_class", True, python=True), said("per_class", True, python=False)
+    ('val=FILE', 'per_class=True', '--per-class')
     """
     if python is None:
         python = not naming_flags()
+    if metavar is not None:
+        return f"{argument}={metavar}" if python else f"{flag(argument)} {metavar}"
     if python:
         return argument if value is _BARE else f"{argument}={value!r}"
-    return flag(argument) if value is _BARE else f"{flag(argument)} {value}"
+    return flag(argument) if value is _BARE or value is True else f"{flag(argument)} {value}"
 
 
 class OptionError(SelcalError):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .errors import OptionError, SelcalError
+from .errors import OptionError, SelcalError, said
 from .metrics.calibration import AECE_ESTIMATORS, DEFAULT_BINS
 from .metrics.selective import AURC_ESTIMATORS
 from .pipeline.engines import ENGINES
@@ -273,7 +273,7 @@ class Options:
         for index, column in enumerate(columns):
             if not column or column in columns[:index]:
                 raise SelcalError(f"score column {column!r}: give each column once, by its name "
-                                  "(--score-col, --uncertainty-col)")
+                                  f"({said('score_cols')}, {said('uncertainty_cols')})")
             if column in names:
                 raise SelcalError(f"score column '{column}' has the name of a chosen score; rename the column "
                                   f"or leave '{column}' out of the scores")

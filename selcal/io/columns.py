@@ -25,7 +25,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..errors import SelcalError, said
+from ..errors import SelcalError, naming_flags, said
 
 # The spellings of a label column and of a prediction column (a file of confidences), one list each
 # (CONVENTIONS.md, "Column names"); a file with two of one list names the one to use with --label-col.
@@ -273,7 +273,7 @@ def named_columns(path: str, spec: str, names) -> tuple[str, ...] | None:
         try:
             pattern = re.compile(spec[1:-1])
         except re.error as exc:
-            raise _fail(path, None, f"--logits-cols {spec}: not a regular expression ({exc})") from None
+            raise _fail(path, None, f"{_spec_said(spec)}: not a regular expression ({exc})") from None
         found, what = [n for n in names if pattern.fullmatch(n)], f"match {spec}"
     elif spec.endswith("*") and "," not in spec:
         found, what = [n for n in names if n.startswith(spec[:-1])], f"start with '{spec[:-1]}'"
@@ -281,16 +281,22 @@ def named_columns(path: str, spec: str, names) -> tuple[str, ...] | None:
         found = [name.strip() for name in spec.split(",") if name.strip()]
         missing = [name for name in found if name not in names]
         if missing:
-            raise _fail(path, None, f"--logits-cols names '{missing[0]}', which is not a column "
+            raise _fail(path, None, f"{_spec_said(spec)} names '{missing[0]}', which is not a column "
                                     f"(columns: {listed(names)})")
         if len(set(found)) < len(found):
-            raise _fail(path, None, f"--logits-cols {spec}: a column is named twice")
+            raise _fail(path, None, f"{_spec_said(spec)}: a column is named twice")
         what = ""
     else:
         return None
     if not found:
-        raise _fail(path, None, f"--logits-cols {spec}: no column names {what} (columns: {listed(names)})")
+        raise _fail(path, None, f"{_spec_said(spec)}: no column names {what} (columns: {listed(names)})")
     return tuple(found)
+
+
+def _spec_said(spec: str) -> str:
+    """A spec of per-class columns as its caller gave it: ``logits_col='p_*'`` to Python, ``--logits-cols p_*`` on
+    the command line (the plural spelling of ``--logits-col``, which names per-class columns in the docs)."""
+    return f"--logits-cols {spec}" if naming_flags() else said("logits_col", spec)
 
 
 def _one_column(path: str, name: str, kind: Kind) -> LogitsLayout:

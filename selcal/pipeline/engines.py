@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SelcalError
+from ..errors import SelcalError, command_line, naming_flags
 
 __all__ = ["Failure", "LocalEngine", "RayEngine", "ENGINES", "get_engine", "require_ray"]
 
@@ -89,8 +89,11 @@ def connect(ray) -> None:
                           "check the address, or unset RAY_ADDRESS to start one here") from None
 
 
-def _call(fn, item):
-    return fn(item)
+def _call(fn, item, flags: bool):
+    """``fn(item)`` on a Ray worker, whose messages name what the caller used (``--val`` or ``val``: a worker's
+    context starts empty, so the face is sent along; :func:`selcal.errors.naming_flags`)."""
+    with command_line(flags):
+        return fn(item)
 
 
 class RayEngine:
@@ -112,7 +115,7 @@ class RayEngine:
         connect(ray)
         task = ray.remote(_call).options(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=self.max_retries,
                                          retry_exceptions=False)
-        refs = [task.remote(fn, item) for item in items]
+        refs = [task.remote(fn, item, naming_flags()) for item in items]
         position = {ref: index for index, ref in enumerate(refs)}
         out: list = [None] * len(refs)
         pending, done = list(refs), 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import SelcalError, naming_flags, said
+from ..errors import SelcalError, said
 from ..io import expand_input, open_dump
 from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options, ReadSettings
 from ..results import EvaluationResult, ModelResult
@@ -84,8 +84,7 @@ def model_jobs(paths, val=None, *, options: Options, label_col: str | None = Non
         raise SelcalError(f"got {len(paths)} TEST files but {len(vals)} {said('val')} files; give one {said('val')} per "
                           "file, in the same order")
     columns = dict(label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
-                   pixels_per_image=pixels_per_image, seed=options.seed, **(reader_settings or {}),
-                   python=not naming_flags())  # (a job run on a Ray worker names what its caller used too)
+                   pixels_per_image=pixels_per_image, seed=options.seed, **(reader_settings or {}))
     expanded = [(i, *model) for i, path in enumerate(paths) for model in expand_input(path)]
     if vals and len(expanded) != len(paths):
         raise SelcalError(f"{said('val')} cannot be given with a folder of lm-evaluation-harness logs or a log of several "

@@ -109,18 +109,18 @@ def fit_scores(val_logits, val_labels, options: Options, *, where: str = "", war
         return {}
     if val_labels is None or np.asarray(val_labels).size == 0:
         raise SelcalError(f"{where}: the {' and '.join(fitted)} score{'s' if len(fitted) > 1 else ''} need"
-                          f"{'' if len(fitted) > 1 else 's'} validation rows; give --val FILE, "
-                          "a split column, or use --scores msp,max_logit")
+                          f"{'' if len(fitted) > 1 else 's'} validation rows; give {said('val', metavar='FILE')}, "
+                          f"a split column, or use {said('scores', 'msp,max_logit')}")
     val_logits = np.asarray(val_logits)  # as stored (e.g. float32): the fits convert row chunks to float64
     val_labels = np.asarray(val_labels, dtype=np.int64)
     if (val_labels < 0).any():  # rows of no class (--ood-label) have no label to fit to
         n_ood = int(np.count_nonzero(val_labels < 0))
         val_logits, val_labels = val_logits[val_labels >= 0], val_labels[val_labels >= 0]
         if val_labels.size == 0:
-            raise SelcalError(f"{where}: every validation row is of no class (--ood-label); the "
+            raise SelcalError(f"{where}: every validation row is of no class ({said('ood_label')}); the "
                               f"{' and '.join(fitted)} fit needs in-distribution validation rows")
         if warnings is not None:
-            warnings.append(f"{n_ood} validation rows are of no class (--ood-label): {_and(fitted)} "
+            warnings.append(f"{n_ood} validation rows are of no class ({said('ood_label')}): {_and(fitted)} "
                             f"{'is' if len(fitted) == 1 else 'are'} fitted on the other {val_labels.size}")
     n_classes = (max(int(val_logits.shape[1]), 2) if val_logits.ndim == 2 else None)  # one binary logit: K = 2
     for name in fitted:  # refusals known from the sizes alone come before any fit

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..metrics import calibration, diagnostics
 from .. import scores
-from ..errors import SelcalError
+from ..errors import SelcalError, carried
 from ..metrics.exact_sums import single_threaded_blas
 from ..options import Options
 from ..scores import REGISTRY
@@ -318,10 +318,11 @@ def reduce_rows(
             # A read batch's worth of blocks per worker, and one more, in flight: the workers keep busy
             # while the next batch is read (blocks are views of the batches: 2 MB each in float32).
             in_flight = (workers + 1) * max(1, scores.CHUNK_ELEMENTS // scores.CACHE_ELEMENTS)
+            reduce_chunk = carried(_reduce_chunk)  # (a thread's messages in the caller's face)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 pending: deque = deque()
                 for chunk, labels in chunks:
-                    pending.append((pool.submit(_reduce_chunk, chunk, labels, options, states, sample_below),
+                    pending.append((pool.submit(reduce_chunk, chunk, labels, options, states, sample_below),
                                     len(labels)))
                     if len(pending) > in_flight:
                         future, n_rows = pending.popleft()

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .. import scores
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from .identity import identity_hashes
 from ..io import Dump, fdshifts, lmeval
 from ..io.base import splitmix64
@@ -78,7 +78,7 @@ def lowest_hashes(hashes: np.ndarray, fraction: float, where: str = "") -> np.nd
     if n_val < 1 or n_val > n - 1:
         raise SelcalError(
             (f"{where}: " if where else "") + f"a random hold-out of {fraction:g} x {n} rows leaves no validation or no evaluation rows; "
-            "give a larger file, --val FILE, or a split column"
+            f"give a larger file, {said('val', metavar='FILE')}, or a split column"
         )
     mask = np.zeros(n, dtype=bool)
     mask[np.argsort(hashes, kind="stable")[:n_val]] = True
@@ -139,7 +139,7 @@ def image_holdout_mask(images: np.ndarray, names: np.ndarray, fraction: float, s
         chosen = image_holdout(names[present], fraction, seed)
     except ValueError:
         raise SelcalError((f"{where}: " if where else "") + f"a random hold-out of {fraction:g} x {present.size} "
-                          "images leaves no validation or no evaluation images; give more images or --val FOLDER/"
+                          f"images leaves no validation or no evaluation images; give more images or {said('val', metavar='FOLDER/')}"
                           ) from None
     by_image = np.zeros(names.size, dtype=bool)
     by_image[present[chosen]] = True
@@ -384,10 +384,10 @@ def leak_warnings(test_path: str, val_path: str, n_shared: int) -> list[str]:
     except OSError:
         same = False
     if same:
-        warnings.append(f"--val {val_path} is the TEST file itself")
+        warnings.append(f"{said('val', str(val_path))} is the TEST file itself")
     if n_shared:
         warnings.append(f"{n_shared} evaluation rows are also validation rows of {val_path} (same logits and "
-                        "label): the fit has seen them; pass a --val file without the TEST rows")
+                        f"label): the fit has seen them; pass a {said('val')} file without the TEST rows")
     return warnings
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 
 __all__ = ["GRADIENT_TOLERANCE", "REPRODUCIBLE_TO", "SOLVER_KEYS", "DEFAULT_ODIR_LAMBDA", "DEFAULT_ODIR_MU", "DIRICHLET_MEMORY_LIMIT",
            "check_dirichlet_size", "VectorFit", "DirichletFit", "EtsFit", "IsotonicFit",
@@ -73,7 +73,7 @@ def _check_rows(name: str, n_val: int, n_classes: int) -> None:
     needed = minimum_rows(name, n_classes)
     if n_val < needed:
         raise SelcalError(f"{name} needs at least {needed} validation rows (K = {n_classes}), got {n_val}: "
-                          f"give more validation rows (--val, a split column or a larger --val-fraction)")
+                          f"give more validation rows ({said('val')}, a split column or a larger {said('val_fraction')})")
 
 
 def _chunks(n_rows: int, n_classes: int):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import functions as scores
+from ..errors import carried
 from ..metrics.selective import AURC_ESTIMATORS, augrc, aurc, risk_coverage
 
 __all__ = ["TemperatureFit", "fit_temperature", "fit_temperature_by_aurc", "PnormFit", "fit_pnorm", "mean_nll",
@@ -64,7 +65,7 @@ def _threads(n_items: int):
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads) as pool:
-        yield pool.map
+        yield lambda fn, *items: pool.map(carried(fn), *items)  # (its messages in the caller's face)
 
 
 KEEP_SHIFTED_ELEMENTS = 1 << 24  # validation logits up to this many: their d' is kept in float64 (128 MB)

@@ -124,6 +124,9 @@ READER_CASES = {
                                    "ood_label and ignore_label are both 7", "--ood-label and --ignore-label are both 7"),
     "val": (["logits", "probs"], ["logits"], {}, [], "got 2 TEST files but 1 val files; give one val per file",
             "got 2 TEST files but 1 --val files; give one --val per file"),
+    "score_cols-twice": (["logits"], [], dict(score_cols=["x", "x"]), ["--score-col", "x", "--score-col", "x"],
+                         "give each column once, by its name (score_cols, uncertainty_cols)",
+                         "give each column once, by its name (--score-col, --uncertainty-col)"),
     "score_cols": (["confidences"], [], {}, [],
                    "name the confidence with score_cols or the uncertainty with uncertainty_cols",
                    "name the confidence with --score-col or the uncertainty with --uncertainty-col"),
@@ -145,3 +148,108 @@ def test_the_command_line_names_the_readers_flags(reader_files, cli, case):
     tests, vals, _, flags, _, said = READER_CASES[case]
     val_flags = [part for name in vals for part in ("--val", reader_files[name])]
     one_error_line(cli("evaluate", *[reader_files[name] for name in tests], *val_flags, *flags), said)
+
+
+# ---------------------------------------------------------- the hold-out and the fits (val, ood_label, ...)
+# Their code knows no caller: the face is the one set where the call entered (the command's callback, or the
+# Python default), read by selcal.errors.said, and carried to threads and Ray tasks.
+
+M = 200  # rows of the files below
+
+
+@pytest.fixture
+def face_files(tmp_path):
+    """Parquet files of M rows of 3 classes unless said: a TEST file, its per-class columns (p_a, p_b, p_c), 2 rows,
+    1 row, 20 rows of label 7, split columns (all 'val', all 'test', half each), the same logits with other labels,
+    a logit beyond float32's range, a file of confidences, probabilities."""
+    labels, logits = RNG.integers(0, 3, M), RNG.normal(0, 2, (M, 3))
+    huge = logits.copy()
+    huge[7, 1] = 1e39
+    made = {"logits": {}, "named": {f"p_{c}": logits[:, k] for k, c in enumerate("abc")},
+            "rows-2": {"rows": 2}, "rows-1": {"rows": 1}, "all-ood": {"label": np.full(M, 7), "rows": 20},
+            "only-val": {"split": ["val"] * M}, "no-val": {"split": ["test"] * M},
+            "halves": {"split": ["val", "test"] * (M // 2)}, "other-labels": {"label": (labels + 1) % 3},
+            "huge": {"logits": pa.array(list(huge))},
+            "confidences": {"confidence": np.linspace(0.3, 0.9, M), "pred": np.zeros(M, np.int64), "logits": None},
+            "probabilities": {"logits": pa.array(list(np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)))}}
+    paths = {}
+    for name, columns in made.items():
+        rows = columns.pop("rows", M)
+        table = {"label": labels, "logits": pa.array(list(logits))} if name != "named" else {"label": labels}
+        table.update(columns)
+        table = {key: value[:rows] for key, value in table.items() if value is not None}
+        paths[name] = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table(table), paths[name])
+    return paths
+
+
+def evaluate_of(test, val=None, **keywords):
+    return lambda p: selcal.evaluate(p[test], None if val is None else p[val], **keywords)
+
+
+# case: (the Python call, the command (file names stand for their paths), what Python reads, what the command prints)
+FACE_CASES = {
+    "logits_col-names-no-column": (
+        evaluate_of("named", logits_col="p_a,p_z"), ["evaluate", "named", "--logits-cols", "p_a,p_z"],
+        "logits_col='p_a,p_z' names 'p_z', which is not a column", "--logits-cols p_a,p_z names 'p_z', which is not"),
+    "logits_col-matches-nothing": (
+        evaluate_of("named", logits_col="q_*"), ["evaluate", "named", "--logits-cols", "q_*"],
+        "logits_col='q_*': no column names start with 'q_'", "--logits-cols q_*: no column names start with 'q_'"),
+    "hold-out-too-small": (
+        evaluate_of("rows-2", scores="temp"), ["evaluate", "rows-2", "--scores", "temp"],
+        "give a larger file, val=FILE, or a split column", "give a larger file, --val FILE, or a split column"),
+    "fit-on-no-class": (
+        evaluate_of("logits", "all-ood", ood_label=7, scores="temp"),
+        ["evaluate", "logits", "--val", "all-ood", "--ood-label", "7", "--scores", "temp"],
+        "every validation row is of no class (ood_label)", "every validation row is of no class (--ood-label)"),
+    "calibrator-rows": (
+        evaluate_of("logits", "rows-2", scores="dirichlet"), ["evaluate", "logits", "--val", "rows-2", "--scores",
+                                                              "dirichlet"],
+        "give more validation rows (val, a split column or a larger val_fraction)",
+        "give more validation rows (--val, a split column or a larger --val-fraction)"),
+}
+
+
+@pytest.mark.parametrize("case", list(FACE_CASES))
+def test_python_names_the_arguments_of_the_hold_out_and_the_fits(face_files, case):
+    call, _, said, _ = FACE_CASES[case]
+    assert said in refused(lambda: call(face_files))
+
+
+@pytest.mark.parametrize("case", list(FACE_CASES))
+def test_the_command_line_names_the_flags_of_the_hold_out_and_the_fits(face_files, cli, case):
+    _, command, _, said = FACE_CASES[case]
+    one_error_line(cli(*[face_files.get(part, part) for part in command]), said)
+
+
+def test_fit_scores_without_validation_rows_names_val_and_scores():
+    from selcal.errors import command_line
+    from selcal.options import Options
+    from selcal.pipeline.measure import fit_scores
+
+    call = lambda: fit_scores(None, None, Options(scores=("msp", "temp")), where="m.parquet")  # noqa: E731
+    assert refused(call).endswith("give val=FILE, a split column, or use scores='msp,max_logit'")
+    with command_line():
+        with pytest.raises(SelcalError, match="give --val FILE, a split column, or use --scores msp,max_logit$"):
+            call()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_warnings_of_a_val_file_name_val_and_ood_label(face_files, stream):
+    warnings = selcal.evaluate(face_files["logits"], face_files["logits"], scores="temp",
+                               stream=stream).models[0].warnings
+    for said in (f"val='{face_files['logits']}' is the TEST file itself", "pass a val file without the TEST rows"):
+        assert any(said in warning for warning in warnings), warnings
+    warnings = selcal.evaluate(face_files["logits"], face_files["halves"], ood_label=0, scores="temp",
+                               stream=stream).models[0].warnings
+    assert any("validation rows are of no class (ood_label): temp is fitted on the other" in w for w in warnings)
+    assert not any("--" in warning for warning in warnings), warnings
+
+
+def test_the_command_line_warns_of_a_val_file_naming_val_and_ood_label(face_files, cli):
+    result = cli("evaluate", face_files["logits"], "--val", face_files["logits"], "--scores", "temp")
+    assert result.exit_code == 0 and f"--val {face_files['logits']} is the TEST file itself" in result.stderr
+    assert "pass a --val file without the TEST rows" in result.stderr
+    result = cli("evaluate", face_files["logits"], "--val", face_files["halves"], "--ood-label", "0", "--scores", "temp")
+    assert result.exit_code == 0, result.stderr
+    assert "validation rows are of no class (--ood-label): temp is fitted on the other" in result.stderr

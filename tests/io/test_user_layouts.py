@@ -79,7 +79,7 @@ def test_a_real_leak_is_warned_with_its_count_on_both_paths(dumps, data, two_fil
     model = both_paths(two_files[0], val=v)
     assert [w for w in model["warnings"] if "validation rows of" in w] == [
         f"7 evaluation rows are also validation rows of {v} (same logits and label): the fit has seen them; "
-        "pass a --val file without the TEST rows"]
+        "pass a val file without the TEST rows"]  # (selcal.evaluate's val; the command line says --val)
 
 
 def test_the_same_file_as_test_and_val_is_warned(dumps, data, canonical, h):
@@ -87,10 +87,10 @@ def test_the_same_file_as_test_and_val_is_warned(dumps, data, canonical, h):
     path = dumps.parquet("same.parquet", logits, labels, split=split)
     model = both_paths(path, val=path)  # its val rows fit, its test rows are evaluated: the numbers stand
     h.assert_same_numbers(model, canonical, drop=("split", "warnings"))
-    assert f"--val {path} is the TEST file itself" in model["warnings"]
+    assert f"val={str(path)!r} is the TEST file itself" in model["warnings"]  # (--val on the command line)
     no_split = dumps.parquet("same_nosplit.parquet", logits, labels)
     warned = both_paths(no_split, val=no_split)["warnings"]
-    assert f"--val {no_split} is the TEST file itself" in warned
+    assert f"val={str(no_split)!r} is the TEST file itself" in warned
     assert any(w.startswith(f"{N} evaluation rows are also validation rows") for w in warned)
 
 

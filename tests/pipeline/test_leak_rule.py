@@ -149,8 +149,9 @@ def unique_dump(n, k, seed):
 
 
 def message(count, val_path):
+    """The warning of ``selcal.evaluate``, which names its argument val (the command line says --val)."""
     return [f"{count} evaluation rows are also validation rows of {val_path} (same logits and label): the fit "
-            "has seen them; pass a --val file without the TEST rows"]
+            "has seen them; pass a val file without the TEST rows"]
 
 
 def test_a_copy_of_the_test_file_is_a_leak(dumps):
