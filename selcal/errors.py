@@ -47,7 +47,9 @@ def carried(fn):
 
 #: The Python arguments whose command-line flag is not their name with dashes: the one table of the two faces
 #: (``cli.groups`` declares the flags from it, ``cli.common.flag_error`` and :func:`said` rename by it).
-FLAGS = {"input_kind": "--input", "score_cols": "--score-col", "uncertainty_cols": "--uncertainty-col"}
+FLAGS = {"input_kind": "--input", "score_cols": "--score-col", "uncertainty_cols": "--uncertainty-col",
+         # (selcal.checks.compare_files' and check's)
+         "resamples": "--bootstrap", "only": "--metric", "tolerances": "--tolerance", "all_metrics": "--all"}
 
 _BARE = object()
 

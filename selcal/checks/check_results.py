@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import gate
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from ..metrics import catalog
 from ..metrics.catalog import better
 from .load import CHECK_RULE, Metric, metrics_of
@@ -175,7 +175,8 @@ def apply_holm(rows: list[Row], confidence: float, failed_status: str) -> None:
 
 
 def family_note(rows: list[Row], confidence: float, only, all_metrics: bool) -> str:
-    chosen = "--metric" if only else "--all" if all_metrics else "the primary metrics (--metric or --all for others)"
+    chosen = (said("only") if only else said("all_metrics", True) if all_metrics else
+              f"the primary metrics ({said('only')} or {said('all_metrics', True)} for others)")
     tested = sum(1 for row in rows if row.p_value is not None)
     if not tested:
         return f"judged: {chosen}"

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from . import gate
-from ..errors import SelcalError
+from ..errors import SelcalError, naming_flags, said
 from ..metrics.catalog import better
 from .check_results import apply_holm, family_note, primary_metrics
 from .load import COMPARE_RULE, Metric
@@ -41,8 +41,8 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
             name = key if level == "model" else f"{level}.{key}"
             metric = Metric(model_b.name, name, None if level == "model" else level, key, entry["b"], None)
             metrics.append((metric, entry))
-    require_matches(only, [m for m, _ in metrics], "--metric", "the comparison")
-    require_matches([s for s, _ in tolerances], [m for m, _ in metrics], "--tolerance", "the comparison")
+    require_matches(only, [m for m, _ in metrics], said("only"), "the comparison")
+    require_matches([s for s, _ in tolerances], [m for m, _ in metrics], said("tolerances"), "the comparison")
     primary = primary_metrics({"scores": model_a.scores})
     for metric, entry in metrics:
         if only and not any(spec.matches(metric) for spec in only):
@@ -81,7 +81,7 @@ def compare(model_a, model_b, differences: dict[str, dict[str, dict]], *,
     if resamples and tested and 1 / (resamples + 1) > gate.alpha_of(confidence or DEFAULT_CONFIDENCE) / tested:
         needed = math.ceil(tested / gate.alpha_of(confidence or DEFAULT_CONFIDENCE)) - 1
         notes.append(f"with {resamples} resamples the smallest p-value is 1/{resamples + 1}: too coarse for Holm "
-                     f"over {tested} metrics, so none can fail; give --bootstrap {needed} or more")
+                     f"over {tested} metrics, so none can fail; give {said('resamples', needed)} or more")
     warnings = [(model.name, text) for model in (model_a, model_b) for text in model.warnings]
     return Report("compare", rows, {"a": path_a, "b": path_b}, COMPARE_RULE, confidence, notes, warnings)
 
@@ -105,7 +105,7 @@ def _align(a, b, allow_other_data: bool = False) -> np.ndarray:
             example = f"'{only_a[0]}' only in A" if only_a.size else f"'{only_b[0]}' only in B"
             raise SelcalError(f"{b.path}: its evaluation rows are not those of {a.path} ({only_a.size} ids only in A, "
                               f"{only_b.size} only in B, e.g. {example}); compare needs the same evaluation rows "
-                              "(or give --allow-other-data)")
+                              f"(or give {said('allow_other_data', True)})")
         order = np.argsort(b.ids, kind="stable")
         rows = order[np.searchsorted(b.ids[order], a.ids)]
         where = lambda i: f"id '{a.ids[i]}'"  # noqa: E731
@@ -120,7 +120,8 @@ def _align(a, b, allow_other_data: bool = False) -> np.ndarray:
         i = int(mismatch[0])
         raise SelcalError(f"{b.path}: {where(i)} has label {int(b.labels[rows][i])} but {a.path} has "
                           f"{int(a.labels[i])} ({mismatch.size} labels differ): different data sets; compare needs the "
-                          "same evaluation rows, in the same order or with an 'id' column (or give --allow-other-data)")
+                          "same evaluation rows, in the same order or with an 'id' column (or give "
+                          f"{said('allow_other_data', True)})")
     return rows
 
 
@@ -136,7 +137,7 @@ def _evaluation_pair(a, b, val_a, val_b, options, allow_other_data: bool = False
     fit_b, eval_b, rule_b = split_rows(b, val_b, options)
     if rule_a != rule_b and {rule_a, rule_b} != {"split-column", "split-names"}:
         raise SelcalError(f"{b.path}: its validation rows are chosen by '{rule_b}' but {a.path}'s by '{rule_a}'; "
-                          "give both a split column, or --val for both, so both are evaluated on the same rows")
+                          f"give both a split column, or {said('val')} for both, so both are evaluated on the same rows")
     if rule_a == "holdout":
         # One hold-out for both: A's (seeded, by row identity), applied to B's rows aligned to A's.
         rows = _align(a, b, allow_other_data)
@@ -167,7 +168,8 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
     options = options or Options()
     val = list(val or [])
     if val and len(val) != 2:
-        raise SelcalError(f"compare takes --val twice (A's, then B's) or not at all; got {len(val)}")
+        takes = "compare takes --val twice" if naming_flags() else "val takes two files"
+        raise SelcalError(f"{takes} (A's, then B's) or not at all; got {len(val)}")
 
     def read(path):
         return read_dump(str(path), label_col=label_col, logits_col=logits_col, ignore_label=ignore_label,
@@ -207,7 +209,7 @@ def compare_files(path_a, path_b, *, val: Sequence | None = None, options=None, 
         report.notes.append("rows aligned by their order in the files (no 'id' column in both): row i of A is "
                             "taken to be row i of B")
     if labels_differ(eval_a, eval_b):
-        report.notes.append("--allow-other-data: the two models' rows hold other labels; the comparison is not "
+        report.notes.append(f"{said('allow_other_data', True)}: the two models' rows hold other labels; the comparison is not "
                             "on the same data")
     if rule == "holdout":
         report.notes.append("one random hold-out (A's) is used for both models, so both are evaluated on the same rows")

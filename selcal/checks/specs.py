@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Iterable, Sequence
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from ..metrics import catalog
 from ..metrics.catalog import better
 from ..options import fraction
@@ -175,7 +175,7 @@ def require_matches(specs: Iterable[Spec], metrics: Sequence[Metric], option: st
             entry = catalog.get(spec.metric) if spec.metric else None
             if entry is not None and entry.null is not None:  # a key of the calibration test
                 raise SelcalError(f"{option} {spec.text}: {path} has no {spec.metric}; evaluate with "
-                                  f"--calibration-test M (e.g. 1000) to test calibration")
+                                  f"{said('calibration_test', metavar='M')} (e.g. 1000) to test calibration")
             raise SelcalError(f"{option} {spec.text}: {path} has no such metric; "
                               "names look like msp.aurc (or aurc_msp, the CSV's column), aurc (every score), accuracy, "
-                              "MODEL:msp.aurc or GROUP/msp.aurc (a group's, --group-col)")
+                              f"MODEL:msp.aurc or GROUP/msp.aurc (a group's, {said('group_col')})")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import said
 from .guarantee import (DELTA_FLOOR, Applied, Certificate, apply_threshold, certify, check_delta, check_level,
                         minimum_rows, split_level)
 from ..metrics.selective import risk_coverage
@@ -102,7 +103,7 @@ def group_delta(delta: float, covered: int, per_group: bool = False) -> float:
     level = split_level(delta, covered)
     if level < DELTA_FLOOR:
         raise ValueError(f"delta {delta:.3g} split over {covered} groups is {level:.3g}, below {DELTA_FLOOR:g}: give a "
-                         "larger --delta, fewer groups, or --delta-per-group")
+                         f"larger {said('delta')}, fewer groups, or {said('delta_per_group', True)}")
     return level
 
 

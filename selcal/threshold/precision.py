@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from ..options import THRESHOLD_DTYPES
 
 __all__ = ["DTYPES", "DEFAULT_DTYPE", "softmax_confidence_float32", "ChunkWatcher"]
@@ -89,7 +89,7 @@ class ChunkWatcher:
             row = int(bad[0])
             raise SelcalError(f"{self._where}: row {self._seen + row} of the rows scored: its largest logit "
                               f"{np.max(logits[row]):g} (times the score's scale) is beyond float32's range "
-                              "(3.4e38), and a float32 softmax of it is NaN; use --dtype float64 for these logits")
+                              f"(3.4e38), and a float32 softmax of it is NaN; use {said('dtype', 'float64')} for these logits")
 
     def predictions(self) -> np.ndarray:
         """The predicted class of every row seen (int64)."""

@@ -24,7 +24,7 @@ from itertools import chain
 import numpy as np
 
 from ..api import resolve_options
-from ..errors import OptionError, SelcalError
+from ..errors import OptionError, SelcalError, said
 from ..metrics.selective import RiskCoverage, risk_coverage
 from ..options import Options, fraction, split_items
 from ..pipeline.identity import identity_hashes
@@ -161,11 +161,12 @@ def make_request(risk=DEFAULT_RISK, delta: float = DEFAULT_DELTA, method: str = 
     else:
         dtype = _check_dtype(DEFAULT_DTYPE if dtype is None else dtype, score)
     if group_col is not None and per_class:
-        raise OptionError("per_class", "{option} groups the rows by their predicted class and --group-col by a "
-                                       "column; give one of them")
+        raise OptionError("per_class", f"{{option}} groups the rows by their predicted class and {said('group_col')} "
+                                       "by a column; give one of them")
     if delta_per_group and group_col is None and not per_class:
-        raise OptionError("delta_per_group", "{option} is for thresholds per group; give --group-col G or "
-                                             "--per-class, or leave out {option}")
+        raise OptionError("delta_per_group", f"{{option}} is for thresholds per group; give "
+                                             f"{said('group_col', metavar='G')} or {said('per_class', True)}, or leave "
+                                             "out {option}")
     return Request(risks, delta, method, dtype, PER_CLASS if per_class else group_col, bool(delta_per_group))
 
 
@@ -293,7 +294,8 @@ class ThresholdResult:
         if cert.abstain_all:
             return (f"abstain on everything: no threshold of {self.score} ({self.computed}) keeps the selective risk "
                     f"at most {target_text(cert.risk_target)} with {confidence} ({cert.method}, calibration: "
-                    f"{count_text(cert.n)} rows); more calibration rows, a larger --risk or a larger --delta could allow one")
+                    f"{count_text(cert.n)} rows); more calibration rows, a larger {said('risk')} or a larger "
+                    f"{said('delta')} could allow one")
         evaluation = (f"on the {count_text(ev.n)} evaluation rows: coverage {pct_text(ev.coverage, 1)}, "
                       + (f"risk {pct_text(ev.risk, 1)}" if ev.risk is not None else "nothing accepted"))
         return (f"accept {self.score} >= {format_threshold(entry)} ({self.computed}): {pct_text(cert.coverage, 1)} of "
@@ -522,7 +524,7 @@ def _check_available(entry, score: str, options, *sources) -> None:
     for path, kind in sources:
         if not entry.available_on(kind, options):
             raise SelcalError(f"{path}: holds {INPUT_WORDS[kind]}, and {score} needs raw logits; choose a "
-                              "score that does not (e.g. --score msp or --score temp)")
+                              f"score that does not (e.g. {said('score', 'msp')} or {said('score', 'temp')})")
 
 
 def _fit_half(entry, score: str, n_val: int, ids, images, image_names, options, where: str, val_path: str):
@@ -534,7 +536,7 @@ def _fit_half(entry, score: str, n_val: int, ids, images, image_names, options, 
         raise SelcalError(
             f"{val_path}: {count_text(n_val)} validation row cannot be halved: "
             f"{score} is fitted on a half of the validation rows and the threshold certified on the other; "
-            "give more validation rows (--val FILE, a split column or a larger --val-fraction)")
+            f"give more validation rows ({_more_validation_rows()})")
     if images is not None:
         return image_holdout_mask(images, image_names, 0.5, options.seed + 1, where=where)
     return lowest_hashes(identity_hashes(n_val, ids, options.seed, purpose=FIT_HALF_PURPOSE), 0.5, where=where)
@@ -554,9 +556,10 @@ def _check_split_column(path: str, split: np.ndarray | None, has_val_file: bool)
     holds = ", ".join(f"{count_text(int(c))} {str(v)!r}" for v, c in zip(values.tolist(), counts.tolist()))
     if is_val.all():
         raise SelcalError(f"{path}: column 'split' holds only 'val' rows ({holds}): no evaluation rows to measure "
-                          f"the threshold on; give the rows to measure it on as TEST and this file as --val FILE")
+                          f"the threshold on; give the rows to measure it on as TEST and this file as "
+                          f"{said('val', metavar='FILE')}")
     raise SelcalError(f"{path}: column 'split' has no 'val' rows (it holds {holds}): no calibration rows; give "
-                      "--val FILE, or mark the calibration rows 'val' (a seeded hold-out is taken only from a file "
+                      f"{said('val', metavar='FILE')}, or mark the calibration rows 'val' (a seeded hold-out is taken only from a file "
                       "without a split column)")
 
 
@@ -588,7 +591,8 @@ def threshold_dump(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     _check_split_column(test.path, test.split, val is not None)
     val_rows, eval_rows, rule = split_rows(test, val, options, needs_validation=True)
     if val_rows is None or len(val_rows) == 0:
-        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give "
+                          f"{said('val', metavar='FILE')} or a split column")
     fit_mask = _fit_half(entry, score, len(val_rows), val_rows.ids, val_rows.images, val_rows.image_names, options,
                          test.path, val.path if val is not None else test.path)
     fit_rows, cal_rows = (None, val_rows) if fit_mask is None else (val_rows.subset(fit_mask),
@@ -682,7 +686,8 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     if val is not None:  # the --val file's rows calibrate (in memory), the TEST file's evaluate (streamed)
         val_rows = rows_of(val, "val")
         if len(val_rows) == 0:
-            raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+            raise SelcalError(f"{test.path}: no validation rows to calibrate on; give "
+                              f"{said('val', metavar='FILE')} or a split column")
         fit_mask = _fit_half(entry, score, len(val_rows), val_rows.ids, val_rows.images, val_rows.image_names,
                              options, test.path, val.path)
         fit_rows, cal_rows = (None, val_rows) if fit_mask is None else (val_rows.subset(fit_mask),
@@ -739,6 +744,11 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
                       state=scored.state, note=scored.note, warnings=warnings)
 
 
+def _more_validation_rows() -> str:
+    """Where more validation rows come from, in the caller's words (``--val FILE``, or ``val=FILE``)."""
+    return f"{said('val', metavar='FILE')}, a split column or a larger {said('val_fraction')}"
+
+
 def _check_enough_rows(path: str, n_cal: int, risks, delta: float, method: str, halved: bool = False) -> None:
     """Refuse (one line) calibration rows too few to certify any target even with no error."""
     for target in risks:
@@ -748,8 +758,8 @@ def _check_enough_rows(path: str, n_cal: int, risks, delta: float, method: str, 
             raise SelcalError(
                 f"{path}: {count_text(n_cal)} calibration rows{halves} cannot certify a selective risk of "
                 f"at most {target_text(target)} with {confidence_text(delta)} confidence: {method} needs at least "
-                f"{count_text(needed)} rows even with no error; give more validation rows (--val FILE, a split column or a "
-                "larger --val-fraction), a larger --risk or a larger --delta")
+                f"{count_text(needed)} rows even with no error; give more validation rows ({_more_validation_rows()}), "
+                f"a larger {said('risk')} or a larger {said('delta')}")
 
 
 def _certified(path: str, name: str, score: str, cal: ScoredRows, ev: ScoredRows, probability: bool, *,
@@ -854,7 +864,8 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
     request = make_request(risk, delta, method, dtype=dtype, per_class=per_class, delta_per_group=delta_per_group,
                            stored=True)
     risks, delta, method = request.risks, request.delta, request.method
-    advice = "give --score-col one of them" if column else "name the confidence column with --score-col COLUMN"
+    advice = (f"give {said('score_col')} one of them" if column else
+              f"name the confidence column with {said('score_col', metavar='COLUMN')}")
     column = column or CONFIDENCE_NAME
     for source in (test, val):
         if source is not None and column not in source._names:
@@ -879,7 +890,8 @@ def threshold_confidences(test, val=None, *, column: str | None = None, risk=DEF
         cal = rows(test, val_mask)
     ev = rows(test, eval_mask)
     if cal.values.size == 0:
-        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give --val FILE or a split column")
+        raise SelcalError(f"{test.path}: no validation rows to calibrate on; give "
+                          f"{said('val', metavar='FILE')} or a split column")
     _check_enough_rows(test.path, cal.values.size, risks, delta, method)
     probability = all(part.values.min() >= 0.0 and part.values.max() <= 1.0 for part in (cal, ev))
     if probability:  # the threshold is shown as the probability it is (1 - x near 1)
@@ -968,20 +980,20 @@ def threshold(test, val=None, *, score: str | None = None, risk=DEFAULT_RISK,
     if group_col is not None and group_col == getattr(source, "label_col", None):
         raise OptionError("group_col", f"{source.path}: {{option}} {group_col} is the label column, which a deployed "
                                        "model does not know, so a threshold per label cannot be applied; group by a "
-                                       "column known when the model runs (e.g. source or site), or use --per-class "
+                                       f"column known when the model runs (e.g. source or site), or use {said('per_class', True)} "
                                        "(the predicted class)")
     if getattr(source, "confidence_only", False):
         _check_confidence_options(source.path, score=score, input_kind=input_kind, ood_label=ood_label)
         val_source = None if val is None else open_dump(val, **read)
         if val_source is not None and not getattr(val_source, "confidence_only", False):
-            raise SelcalError(f"{val_source.path}: holds logits, but {source.path} only confidences; give a --val file "
+            raise SelcalError(f"{val_source.path}: holds logits, but {source.path} only confidences; give a {said('val')} file "
                               "of confidences (a confidence, a prediction and a label per row)")
         return threshold_confidences(source, val_source, column=score_col, risk=risk, delta=delta, method=method,
                                      options=options, name=name, dtype=dtype, per_class=per_class,
                                      delta_per_group=delta_per_group)
     if score_col is not None:
         raise OptionError("score_col", f"{source.path}: holds logits; {{option}} is for a file of "
-                                       "confidences without logits: choose a registered score with --score")
+                                       f"confidences without logits: choose a registered score with {said('score')}")
     from ..pipeline.jobs import DEFAULT_MEMORY_BUDGET
 
     if stream is None:
@@ -998,7 +1010,8 @@ def _check_confidence_options(path: str, *, score, input_kind, ood_label) -> Non
     if score is not None:
         raise OptionError("score", f"{path}: holds no logits, only a confidence, a prediction and a label "
                                    f"per row, so {{option}} {score} cannot be computed on it; leave out {{option}} to "
-                                   "certify its column 'confidence', or name another column with --score-col COLUMN")
+                                   f"certify its column 'confidence', or name another column with "
+                                   f"{said('score_col', metavar='COLUMN')}")
     for option, value, why in (("input_kind", input_kind, "it holds no logits"),
                                ("ood_label", ood_label, "a row is an error where its prediction is not its label")):
         if value is not None:
@@ -1022,7 +1035,7 @@ def _one_model(test, lm_choices: int | None, lm_norm: str | None = None) -> list
     if len(logs) > 1 or (len(models) > 1 and not logs):
         names = ", ".join(name or path for path, _, name in models[:4]) + (", ..." if len(models) > 4 else "")
         raise SelcalError(f"{test}: holds {len(models)} models ({names}); a threshold is for one model: give one "
-                          "log (with --lm-choices K for the questions of K choices)")
+                          f"log (with {said('lm_choices', metavar='K')} for the questions of K choices)")
     if lm_choices is None:
         if len(models) > 1:  # one log of several choice counts: the reader's refusal names the line
             open_dump(logs[0], lm_norm=lm_norm)

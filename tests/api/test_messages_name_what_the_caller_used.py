@@ -9,9 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import one_error_line
+from helpers import SAMPLES, one_error_line
 
 import selcal
+import selcal.checks
 from selcal.errors import SelcalError
 
 RNG = np.random.default_rng(5)
@@ -150,11 +151,12 @@ def test_the_command_line_names_the_readers_flags(reader_files, cli, case):
     one_error_line(cli("evaluate", *[reader_files[name] for name in tests], *val_flags, *flags), said)
 
 
-# ---------------------------------------------------------- the hold-out and the fits (val, ood_label, ...)
+# ------------------------------------------- the hold-out, the fits, threshold and compare (val, ood_label, ...)
 # Their code knows no caller: the face is the one set where the call entered (the command's callback, or the
 # Python default), read by selcal.errors.said, and carried to threads and Ray tasks.
 
 M = 200  # rows of the files below
+LSPAIR = SAMPLES / "lspair_alpha0.parquet"  # (two groups in its column 'source')
 
 
 @pytest.fixture
@@ -183,8 +185,16 @@ def face_files(tmp_path):
     return paths
 
 
+def threshold_of(test, val=None, **keywords):
+    return lambda p: selcal.threshold(p[test], None if val is None else p[val], **keywords)
+
+
 def evaluate_of(test, val=None, **keywords):
     return lambda p: selcal.evaluate(p[test], None if val is None else p[val], **keywords)
+
+
+def compare_of(a, b, val=(), **keywords):
+    return lambda p: selcal.checks.compare_files(p[a], p[b], val=[p[v] for v in val], **keywords)
 
 
 # case: (the Python call, the command (file names stand for their paths), what Python reads, what the command prints)
@@ -207,19 +217,87 @@ FACE_CASES = {
                                                               "dirichlet"],
         "give more validation rows (val, a split column or a larger val_fraction)",
         "give more validation rows (--val, a split column or a larger --val-fraction)"),
+    "threshold-too-few-rows": (
+        threshold_of("logits", "rows-2"), ["threshold", "logits", "--val", "rows-2"],
+        "(val=FILE, a split column or a larger val_fraction), a larger risk or a larger delta",
+        "(--val FILE, a split column or a larger --val-fraction), a larger --risk or a larger --delta"),
+    "threshold-one-row-to-halve": (
+        threshold_of("logits", "rows-1", score="temp"), ["threshold", "logits", "--val", "rows-1", "--score", "temp"],
+        "cannot be halved: temp is fitted on a half of the validation rows and the threshold certified on the other; "
+        "give more validation rows (val=FILE, a split column or a larger val_fraction)",
+        "cannot be halved: temp is fitted on a half of the validation rows and the threshold certified on the other; "
+        "give more validation rows (--val FILE, a split column or a larger --val-fraction)"),
+    "threshold-only-val-rows": (
+        threshold_of("only-val"), ["threshold", "only-val"],
+        "as TEST and this file as val=FILE", "as TEST and this file as --val FILE"),
+    "threshold-no-val-rows": (
+        threshold_of("no-val"), ["threshold", "no-val"], "no calibration rows; give val=FILE, or mark",
+        "no calibration rows; give --val FILE, or mark"),
+    "threshold-score-needs-logits": (
+        threshold_of("probabilities", score="max_logit", input_kind="probs"),
+        ["threshold", "probabilities", "--score", "max_logit", "--input", "probs"],
+        "(e.g. score='msp' or score='temp')", "(e.g. --score msp or --score temp)"),
+    "threshold-score_col-absent": (
+        threshold_of("confidences", score_col="nope"), ["threshold", "confidences", "--score-col", "nope"],
+        "give score_col one of them", "give --score-col one of them"),
+    "threshold-score-of-confidences": (
+        threshold_of("confidences", score="temp"), ["threshold", "confidences", "--score", "temp"],
+        "name another column with score_col=COLUMN", "name another column with --score-col COLUMN"),
+    "threshold-score_col-of-logits": (
+        threshold_of("logits", score_col="x"), ["threshold", "logits", "--score-col", "x"],
+        "choose a registered score with score", "choose a registered score with --score"),
+    "threshold-val-of-logits": (
+        threshold_of("confidences", "logits"), ["threshold", "confidences", "--val", "logits"],
+        "give a val file of confidences", "give a --val file of confidences"),
+    "threshold-per_class-and-group_col": (
+        threshold_of("logits", group_col="g", per_class=True), ["threshold", "logits", "--group-col", "g",
+                                                                 "--per-class"],
+        "per_class groups the rows by their predicted class and group_col by a column",
+        "--per-class groups the rows by their predicted class and --group-col by a column"),
+    "threshold-delta_per_group-alone": (
+        threshold_of("logits", delta_per_group=True), ["threshold", "logits", "--delta-per-group"],
+        "give group_col=G or per_class=True, or leave out delta_per_group",
+        "give --group-col G or --per-class, or leave out --delta-per-group"),
+    "threshold-by-label": (
+        threshold_of("halves", group_col="label"), ["threshold", "halves", "--group-col", "label"],
+        "or use per_class=True (the predicted class)", "or use --per-class (the predicted class)"),
+    "threshold-delta-split-too-small": (
+        lambda p: selcal.threshold(LSPAIR, group_col="source", delta=1e-300, risk=0.9),
+        ["threshold", LSPAIR, "--group-col", "source", "--delta", "1e-300", "--risk", "0.9"],
+        "give a larger delta, fewer groups, or delta_per_group=True",
+        "give a larger --delta, fewer groups, or --delta-per-group"),
+    "threshold-float32-overflow": (
+        threshold_of("huge", dtype="float32", risk=0.9), ["threshold", "huge", "--dtype", "float32", "--risk", "0.9"],
+        "use dtype='float64' for these logits", "use --dtype float64 for these logits"),
+    "compare-one-val": (
+        compare_of("logits", "logits", val=["logits"]), ["compare", "logits", "logits", "--val", "logits"],
+        "val takes two files (A's, then B's) or not at all; got 1",
+        "compare takes --val twice (A's, then B's) or not at all; got 1"),
+    "compare-other-split-rules": (
+        compare_of("halves", "logits"), ["compare", "halves", "logits"],
+        "give both a split column, or val for both", "give both a split column, or --val for both"),
+    "compare-other-labels": (
+        compare_of("logits", "other-labels"), ["compare", "logits", "other-labels"],
+        "(or give allow_other_data=True)", "(or give --allow-other-data)"),
 }
 
 
 @pytest.mark.parametrize("case", list(FACE_CASES))
-def test_python_names_the_arguments_of_the_hold_out_and_the_fits(face_files, case):
+def test_python_names_the_arguments_of_the_hold_out_fits_threshold_and_compare(face_files, case):
     call, _, said, _ = FACE_CASES[case]
     assert said in refused(lambda: call(face_files))
 
 
 @pytest.mark.parametrize("case", list(FACE_CASES))
-def test_the_command_line_names_the_flags_of_the_hold_out_and_the_fits(face_files, cli, case):
+def test_the_command_line_names_the_flags_of_the_hold_out_fits_threshold_and_compare(face_files, cli, case):
     _, command, _, said = FACE_CASES[case]
     one_error_line(cli(*[face_files.get(part, part) for part in command]), said)
+
+
+def test_a_lm_eval_folder_given_to_threshold_names_lm_choices(cli):
+    folder = SAMPLES / "lm_eval" / "synthetic__llm-small"
+    assert "(with lm_choices=K for the questions" in refused(lambda: selcal.threshold(folder))
+    one_error_line(cli("threshold", folder), "(with --lm-choices K for the questions")
 
 
 def test_fit_scores_without_validation_rows_names_val_and_scores():
@@ -253,3 +331,27 @@ def test_the_command_line_warns_of_a_val_file_naming_val_and_ood_label(face_file
     result = cli("evaluate", face_files["logits"], "--val", face_files["halves"], "--ood-label", "0", "--scores", "temp")
     assert result.exit_code == 0, result.stderr
     assert "validation rows are of no class (--ood-label): temp is fitted on the other" in result.stderr
+
+
+def test_compare_notes_name_resamples_and_allow_other_data(face_files, cli):
+    report = selcal.checks.compare_files(face_files["logits"], face_files["other-labels"], resamples=20,
+                                         allow_other_data=True)
+    notes = " ".join(report.notes)
+    assert "give resamples=" in notes and "allow_other_data=True: the two models' rows hold other labels" in notes
+    assert "judged: the primary metrics (only or all_metrics=True for others)" in notes and "--" not in notes, notes
+    result = cli("compare", face_files["logits"], face_files["other-labels"], "--bootstrap", "20",
+                 "--allow-other-data")
+    shown = " ".join(result.stdout.split())
+    assert "give --bootstrap " in shown and "--allow-other-data: the two models' rows hold other labels" in shown
+    assert "judged: the primary metrics (--metric or --all for others)" in shown
+
+
+def test_compare_names_only_as_its_caller_did(face_files, cli):
+    from selcal.checks import parse_specs
+
+    assert refused(lambda: selcal.checks.compare_files(face_files["logits"], face_files["logits"], resamples=20,
+                                                       only=parse_specs(["dirichlet.aurc"], "only"))).startswith(
+        "only dirichlet.aurc: the comparison has no such metric")
+    one_error_line(cli("compare", face_files["logits"], face_files["logits"], "--bootstrap", "20", "--metric",
+                       "dirichlet.aurc"), "--metric dirichlet.aurc: the comparison has no such metric",
+                   "(a group's, --group-col)")
