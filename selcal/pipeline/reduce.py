@@ -67,13 +67,15 @@ class RowReduction:
     ood: np.ndarray | None = None  # the row belongs to no class (--ood-label): an error, with no NLL or Brier
 
 
-def probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece")):
+def probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, terms=None, wanted=("nll", "brier", "cece"),
+                      shifted=None):
     """log-MSP, NLL, Brier per row and class-wise bins for softmax(beta v) (those not ``wanted``: None).
+    ``terms``: the softmax terms, when made (modified here); ``shifted``: v - v_max, when made (read only).
 
     Brier is sum_k (p_k - [y = k])^2 written with S = sum_{k != pred} exp(beta (v_k - v_max))
     so that no term cancels when p_y is close to 1.
     """
-    pred, exps, rest = terms if terms is not None else scores.softmax_terms(logits, inverse_temperature, pred)
+    pred, exps, rest = terms if terms is not None else scores.softmax_terms(logits, inverse_temperature, pred, shifted)
     if not wanted:
         return pred, -np.log1p(rest), None, None, None
     ood = labels < 0  # rows of no class (--ood-label): no NLL, Brier or class-wise bin
@@ -178,7 +180,8 @@ def _score_chunk(entry, terms: ChunkTerms, labels: np.ndarray, state, options: O
         if z is terms.logits and beta == 1.0:  # the model's own softmax: its numbers are the model's
             out[f"base:{name}"] = True
             return
-        pred, log_top, nll, brier, bins = probability_terms(z, labels, beta, options.bins, pred, wanted=entry.reports)
+        pred, log_top, nll, brier, bins = probability_terms(z, labels, beta, options.bins, pred, wanted=entry.reports,
+                                                            shifted=terms.shifted if z is terms.logits else None)
         out[f"log_confidence:{name}"] = log_top
         out.setdefault(f"values:{name}", log_top)
         if entry.own_predictions:

@@ -48,7 +48,7 @@ def _fit_pnorm(val_logits, val_labels, options) -> fits.PnormFit:
 
 
 def _pnorm_values(t: ChunkTerms, state) -> object:
-    return t.cached(("pnorm", state.p, state.center), lambda: pnorm(t.logits, state.p, state.center))
+    return t.cached(("pnorm", state.p, state.center), lambda: pnorm(t.logits, state.p, state.center, t.shifted))
 
 
 def _search_note(name: str, fitted: str, m: dict) -> str:

@@ -76,7 +76,8 @@ def row_sums(terms: np.ndarray) -> np.ndarray:
     return terms.sum(axis=1)
 
 
-def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0, pred: np.ndarray | None = None):
+def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0, pred: np.ndarray | None = None,
+                  shifted: np.ndarray | None = None):
     """Shifted exponentials of a softmax, kept apart from the top class.
 
     Returns ``(pred, exps, rest)`` where ``pred`` is argmax_k v_k (first index on ties),
@@ -84,15 +85,22 @@ def softmax_terms(logits: np.ndarray, inverse_temperature: float = 1.0, pred: np
     ``rest[i] = sum_k exps[i, k]`` = S, so that softmax_k = exps_k / (1 + S) off the top
     class and 1 / (1 + S) on it. Keeping S apart from the 1 of the top class is what
     preserves the precision of confidences within 1e-16 of 1. ``pred`` may be passed when
-    already known (it does not depend on the temperature).
+    already known (it does not depend on the temperature), and with it ``shifted``, the rows
+    v - v_max (:attr:`ChunkTerms.shifted`, read and left unchanged).
     """
     if pred is None:
         pred = np.argmax(logits, axis=1)
     rows = np.arange(logits.shape[0])
-    shifted = logits - logits[rows, pred][:, None]
-    if inverse_temperature != 1.0:
-        shifted *= inverse_temperature
-    exps = np.exp(shifted, out=shifted)
+    if shifted is None:
+        exps = logits - logits[rows, pred][:, None]
+        if inverse_temperature != 1.0:
+            exps *= inverse_temperature
+        np.exp(exps, out=exps)
+    elif inverse_temperature != 1.0:  # the shared rows stay as they are
+        exps = shifted * inverse_temperature
+        np.exp(exps, out=exps)
+    else:
+        exps = np.exp(shifted)
     exps[rows, pred] = 0.0
     return pred, exps, row_sums(exps)
 
@@ -113,39 +121,57 @@ def max_logit(logits: np.ndarray) -> np.ndarray:
     return logits.max(axis=1)
 
 
+def _unit_factors(largest: np.ndarray) -> np.ndarray:
+    """1 / the power of two just above each row's ``largest`` |value|: the row times it is exact, and below 1."""
+    exponent = np.maximum(np.frexp(largest)[1], -1020)  # 2**1020 is finite
+    return np.ldexp(1.0, -exponent)
+
+
 def _scale_to_unit(values: np.ndarray, largest: np.ndarray) -> np.ndarray:
     """Divide each row by the power of two just above ``largest`` (its largest |value|), in place: exact,
     and |result| < 1. Returns the factors (1 / that power of two)."""
-    exponent = np.maximum(np.frexp(largest)[1], -1020)  # 2**1020 is finite
-    factors = np.ldexp(1.0, -exponent)
+    factors = _unit_factors(largest)
     values *= factors[:, None]  # a power of two: the product is exact
     return factors
 
 
-def centred_scaled(logits: np.ndarray, center: bool) -> tuple[np.ndarray, np.ndarray]:
+def centred_scaled(logits: np.ndarray, center: bool, shifted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(x / m, max_k x_k / m) with x = v - mean(v) (or v, uncentred) and m a power of two above
-    max_k |x_k| (see below).
+    max_k |x_k| (see below). ``shifted``: the rows d = v - v_max, when already made
+    (:attr:`ChunkTerms.shifted`, read and left unchanged).
 
     One N x K array is allocated (the result); every step after it runs in place.
     """
     if center:
-        centred = logits - logits.max(axis=1, keepdims=True)  # <= 0, and 0 at the top: max |d| = -min d
-        _scale_to_unit(centred, -centred.min(axis=1))
+        shared = shifted is not None
+        if not shared:
+            shifted = logits - logits.max(axis=1, keepdims=True)  # d <= 0, and 0 at the top: max |d| = -min d
+        lowest = shifted.min(axis=1)
+        factors = _unit_factors(-lowest)
+        centred = np.multiply(shifted, factors[:, None], out=None if shared else shifted)  # exact
+        lowest *= factors  # a power of two: the lowest scaled d is the scaled lowest d
         sums = row_sums(centred)  # of the shifted rows, before they are multiplied by K
         centred *= logits.shape[1]
         centred -= sums[:, None]
+        # x_k = fl(fl(K d_k) - sum) rounds monotonically in d_k, so its largest is at d = 0 (-sum, exactly) and
+        # its smallest at the lowest d: the same bits as a max and a min over the row, without the two passes.
+        top = 0.0 - sums  # +0.0, as the max over the row, for a row of equal logits
+        bottom = lowest * logits.shape[1]
+        bottom -= sums
     else:
         centred = logits.copy()
-    # max_k |x_k| as max(max_k x_k, -min_k x_k), without an N x K temporary; rounding is monotone, so
-    # the largest scaled entry is the scaled largest entry, bit for bit.
-    top = centred.max(axis=1)
-    top *= _scale_to_unit(centred, np.maximum(top, -centred.min(axis=1)))
+        # max_k |x_k| as max(max_k x_k, -min_k x_k), without an N x K temporary
+        top, bottom = centred.max(axis=1), centred.min(axis=1)
+    # rounding is monotone, so the largest scaled entry is the scaled largest entry, bit for bit
+    top *= _scale_to_unit(centred, np.maximum(top, -bottom))
     return centred, top
 
 
-def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool = True):
+def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool = True,
+                           shifted: np.ndarray | None = None, signed: bool = False):
     """(top, |x| / m, positive part of x / m) for x = v - mu, m a power of two above max_k |x_k|
-    (the positive part only with ``positive_part``, else None).
+    (the positive part only with ``positive_part``, else None; with ``signed``, x / m itself
+    instead of |x| / m, for even powers, which do not need the absolute value).
 
     Scaling by powers of two is exact, so the terms keep every bit of x and no power
     |x / m|^p overflows whatever the logits' scale. Centred, x is computed as
@@ -154,7 +180,9 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool
     equal in exact arithmetic then get equal float64 scores. A row of equal logits gives
     x = 0 and scores 0.
     """
-    centred, top = centred_scaled(logits, center)
+    centred, top = centred_scaled(logits, center, shifted)
+    if signed:
+        return top, centred, None
     magnitudes = np.abs(centred)
     positive = np.maximum(centred, 0.0, out=centred) if positive_part else None
     return top, magnitudes, positive
@@ -166,38 +194,62 @@ def _normalised_magnitudes(logits: np.ndarray, center: bool, positive_part: bool
 # Above it, each row is first divided by its largest |x| (largest term exactly 1), so no
 # power that matters underflows for any p.
 _EXACT_SCALE_MAX_P = 1000
-# Powers up to this p are built by repeated products (shared by the grid's values); above
-# it each is one np.power. Either way the score of a p does not depend on the rest of the
-# grid, bit for bit, and the work grows with the number of grid values, not with p.
+# Powers up to this p are built by products (shared by the grid's values); above it each is
+# one np.power. Either way the score of a p does not depend on the rest of the grid, bit for
+# bit, and the work grows with the number of grid values, not with p.
 _PRODUCT_MAX_P = 16
+
+
+def _halves(p: int) -> tuple[int, int]:
+    """The two smaller powers whose product is x**p: x**(p/2) squared for even p, x**(p-1) x for odd p
+    (binary powering: p = 10 takes 4 products, x2, x4, x5, x10, instead of 9 repeated ones)."""
+    return (p // 2, p // 2) if p % 2 == 0 else (p - 1, 1)
+
+
+def _chained_powers(base: np.ndarray, ps):
+    """Yield ``(p, base ** p)`` for every p of ``ps`` in increasing order, each power the product of
+    the two of :func:`_halves`: one product per power made, and each power the same bits whether
+    made alone or for a grid. A yielded array may be overwritten once the next is asked for."""
+    wanted = {int(p) for p in ps}
+    needed, stack = set(), list(wanted)
+    while stack:  # every power the wanted ones are made of
+        p = stack.pop()
+        if p > 1 and p not in needed:
+            needed.add(p)
+            stack.extend(_halves(p))
+    last_use = {half: p for p in sorted(needed) for half in _halves(p)}  # the last power made from each
+    if 1 in wanted:
+        yield 1, base
+    powers = {1: base}
+    for p in sorted(needed):
+        a, b = _halves(p)
+        done = [q for q in {a, b} if q != 1 and last_use[q] == p]  # not needed after this product
+        powers[p] = np.multiply(powers[a], powers[b], out=powers[done[0]] if done else None)
+        for q in done:
+            del powers[q]
+        if p in wanted:
+            yield p, powers[p]
 
 
 def _power_sums(base: np.ndarray, ps) -> dict[int, np.ndarray]:
     """{p: sum_k base_k ** p} for every p in ``ps``."""
     sums: dict[int, np.ndarray] = {}
     wanted = set(ps)
-    products = sorted(p for p in wanted if p <= _PRODUCT_MAX_P)
-    if products:
-        if 1 in wanted:
-            sums[1] = row_sums(base)
-        if products[-1] > 1:
-            power = base * base
-            for p in range(2, products[-1] + 1):
-                if p > 2:
-                    power *= base
-                if p in wanted:
-                    sums[p] = row_sums(power)
+    products = [p for p in wanted if p <= _PRODUCT_MAX_P]
+    for p, power in _chained_powers(base, products):
+        sums[p] = row_sums(power)
     for p in sorted(wanted):
         if p > _PRODUCT_MAX_P:
             sums[p] = row_sums(np.power(base, float(p)))
     return sums
 
 
-def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
+def pnorm_grid(logits: np.ndarray, ps, center: bool = True, shifted: np.ndarray | None = None) -> np.ndarray:
     """The p-norm score for every p in ``ps`` (positive integers), shape (N, len(ps)).
 
     s_p = max_k (v_k - mu) / ||v - mu||_p, computed for all p in one pass: the powers
-    |x|^p are built by repeated multiplication between close grid values. Each row is
+    |x|^p are built by binary powering (|x|^10 = (|x|^4 |x|)^2), each power shared by the
+    grid values made from it. Each row is
     scaled by a power of two (exact) so that no power overflows; for p above 1000 it is
     also divided by its largest |x|, so that no power underflows either (the score stays
     exact to a few units in the last place for any p). A row whose centred logits are all
@@ -219,8 +271,10 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     ps = [int(p) for p in ps]
     if any(p < 1 for p in ps):
         raise ValueError("p must be a positive integer")
+    # even powers made by products need no absolute value (x*x = |x|*|x|, bit for bit): one pass fewer
+    signed = all(p % 2 == 0 and p <= _PRODUCT_MAX_P for p in ps)
     top, base, positive = _normalised_magnitudes(np.asarray(logits, dtype=np.float64), center,
-                                                 positive_part=center and 1 in ps)
+                                                 positive_part=center and 1 in ps, shifted=shifted, signed=signed)
     sums = _power_sums(base, [p for p in ps if p <= _EXACT_SCALE_MAX_P])
     largest = None
     if max(ps) > _EXACT_SCALE_MAX_P:
@@ -241,15 +295,16 @@ def pnorm_grid(logits: np.ndarray, ps, center: bool = True) -> np.ndarray:
     return out
 
 
-def pnorm(logits: np.ndarray, p: int, center: bool = True) -> np.ndarray:
-    """max_k (v_k - mu) / ||v - mu||_p for one p (see :func:`pnorm_grid`).
+def pnorm(logits: np.ndarray, p: int, center: bool = True, shifted: np.ndarray | None = None) -> np.ndarray:
+    """max_k (v_k - mu) / ||v - mu||_p for one p (see :func:`pnorm_grid`; ``shifted``: the rows
+    v - v_max, when already made).
 
     Examples
     --------
     >>> pnorm(np.array([[3.0, 0.0, -3.0]]), p=2).round(6).tolist()
     [0.707107]
     """
-    return pnorm_grid(logits, [p], center)[:, 0]
+    return pnorm_grid(logits, [p], center, shifted)[:, 0]
 
 
 def normalised_logits(logits: np.ndarray, p: int, center: bool = True) -> np.ndarray:
@@ -325,7 +380,7 @@ class ChunkTerms:
 
     ``logits`` is the float64 chunk (N, K); ``pred``, ``exps``, ``rest`` are those of
     :func:`softmax_terms` at T = 1 (``exps[i, pred_i] = 0``, ``rest`` = S); ``top`` is
-    v_max, ``log_msp`` = -log1p(S). Scores read these and never modify them.
+    v_max, ``shifted`` is v - v_max, ``log_msp`` = -log1p(S). Scores read these and never modify them.
     """
 
     def __init__(self, logits: np.ndarray, terms: tuple | None = None):
@@ -342,12 +397,19 @@ class ChunkTerms:
     @property
     def softmax(self) -> tuple:
         if self._terms is None:
-            self._terms = softmax_terms(self.logits)
+            self._terms = softmax_terms(self.logits, 1.0, self.pred, self.shifted)
         return self._terms
 
     @property
     def pred(self) -> np.ndarray:
-        return self.softmax[0]
+        if self._terms is not None:
+            return self._terms[0]
+        return self.cached("pred", lambda: np.argmax(self.logits, axis=1))
+
+    @property
+    def shifted(self) -> np.ndarray:
+        """d = v - v_max, each row shifted to its top logit: the common first step of the softmaxes and the p-norm."""
+        return self.cached("shifted", lambda: self.logits - self.top[:, None])
 
     @property
     def exps(self) -> np.ndarray:
