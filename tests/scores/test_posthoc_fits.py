@@ -722,3 +722,56 @@ def test_temperature_bracket_is_the_first_power_of_two_past_the_root_found_from_
     assert fit.fallback is None and nll.scale / (fit.temperature * first) <= 1.0 < 2 * nll.scale / (fit.temperature * first)
     if 0.5 <= fit.temperature <= 2.0:
         assert len(powers) <= 3
+
+
+def _many_rows(n=20_000, k=20, seed=8, errors=None):
+    """n validation rows (at least WARM_START_ROWS: Newton starts from the T of a sixteenth of them)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 3.0
+    labels = sample_labels(rng, logits, sharpness=0.6)
+    if errors is not None:  # as many wrong rows as asked, the rest right
+        labels = np.argmax(logits, axis=1)
+        wrong = rng.choice(n, size=errors, replace=False)
+        labels[wrong] = (labels[wrong] + 1) % k
+    return logits, labels
+
+
+def test_temperature_from_a_warm_start_matches_brute_force():
+    logits, labels = _many_rows()
+    assert labels.size >= posthoc.WARM_START_ROWS
+    check_temperature_against_reference(logits, labels)
+
+
+def test_temperature_from_a_warm_start_does_not_depend_on_the_row_order():
+    # the sixteenth is chosen by content, so a shuffled file starts Newton at the same point: the same bits
+    logits, labels = _many_rows(seed=9)
+    order = np.random.default_rng(1).permutation(labels.size)
+    fit, shuffled = posthoc.fit_temperature(logits, labels), posthoc.fit_temperature(logits[order], labels[order])
+    assert (fit.temperature, fit.gradient, fit.nll_after) == (shuffled.temperature, shuffled.gradient, shuffled.nll_after)
+    starts = [posthoc._warm_start(posthoc._ScaledNll(v, y), v, y) for v, y in ((logits, labels), (logits[order], labels[order]))]
+    assert starts[0] is not None and starts[0] == starts[1]  # the same rows, so the same start
+
+
+@pytest.mark.parametrize("errors", [None, 3])
+def test_warm_start_and_bracketed_search_find_the_same_temperature_in_fewer_passes(monkeypatch, errors):
+    # errors=3: a sixteenth of the rows very likely holds no error, so no warm start: the bracketed search
+    logits, labels = _many_rows(seed=10, errors=errors)
+    passes = []
+    original = posthoc._ScaledNll.derivatives
+
+    def counting(self, beta):
+        passes.append(self.n)
+        return original(self, beta)
+
+    monkeypatch.setattr(posthoc._ScaledNll, "derivatives", counting)
+    warm = posthoc.fit_temperature(logits, labels)
+    warm_passes = sum(n for n in passes) / labels.size  # in passes over every row
+    passes.clear()
+    monkeypatch.setattr(posthoc, "WARM_START_ROWS", 10 ** 9)
+    cold = posthoc.fit_temperature(logits, labels)
+    cold_passes = sum(n for n in passes) / labels.size
+    assert warm.fallback is None and cold.fallback is None
+    assert abs(warm.gradient) < 1e-9 and abs(cold.gradient) < 1e-9
+    assert rel(warm.temperature, cold.temperature) < 1e-14
+    if errors is None:
+        assert warm_passes <= 0.7 * cold_passes, (warm_passes, cold_passes)
