@@ -91,20 +91,20 @@ def probability_terms(logits, labels, inverse_temperature, n_bins, pred=None, te
     brier = (off_label * off_label + off_label_squares) / (denominator * denominator)
     gap = logits[rows, pred] - logits[rows, labels]
     nll = inverse_temperature * gap + np.log1p(rest)
-    probabilities = exps
-    probabilities /= denominator[:, None]
-    probabilities[rows, pred] = 1.0 / denominator
+    scaled = exps  # p * CLASSWISE_SCALE, divided straight from the exponentials (both exact powers of two)
+    scaled /= (denominator / calibration.CLASSWISE_SCALE)[:, None]
+    scaled[rows, pred] = calibration.CLASSWISE_SCALE / denominator
     if ood.any():
         nll[ood] = brier[ood] = np.nan
-        probabilities, labels = probabilities[~ood], labels[~ood]
-    bins = calibration.classwise_update(probabilities, labels, n_bins)
+        scaled, labels = scaled[~ood], labels[~ood]
+    bins = calibration.scaled_classwise_update(scaled, labels, n_bins)
     return pred, -np.log1p(rest), nll, brier, bins
 
 
 TOP_K = 5
 
 
-def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarray:
+def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K, pred: np.ndarray | None = None) -> np.ndarray:
     """Whether each row's label is among its ``k`` largest logits, ties broken toward the
     lower class index as argmax breaks them.
 
@@ -112,7 +112,8 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
     equal to v_y at a lower class index; the row counts when that rank is below ``k``.
     One comparison per logit decides the rows with fewer than ``k`` other logits >= v_y;
     the others (few, for a useful model) are compared again, and their equal logits looked
-    at only where they can decide it.
+    at only where they can decide it. ``pred``, the argmax when known: its rows (label = argmax,
+    rank 0) are not compared at all.
 
     Examples
     --------
@@ -120,6 +121,11 @@ def in_top_k(logits: np.ndarray, labels: np.ndarray, k: int = TOP_K) -> np.ndarr
     >>> in_top_k(logits, np.array([1, 2]), k=1).tolist()
     [True, False]
     """
+    if pred is not None:
+        inside = pred == labels
+        wrong = np.flatnonzero(~inside)
+        inside[wrong] = in_top_k(logits[wrong], labels[wrong], k)
+        return inside
     rows = np.arange(labels.size)
     target = logits[rows, labels][:, None]
     others_at_least = np.count_nonzero(logits >= target, axis=1) - 1  # the rank is at most this
@@ -224,7 +230,7 @@ def _reduce_chunk(chunk, labels, options: Options, states: dict, sample_below=No
         keep = slice(None) if sample_below is None else row_hashes(chunk, labels, options.seed + 1) < sample_below
         out["profile"] = (diagnostics.top_sorted_logits(chunk[keep]), out["correct"][keep])
     if chunk.shape[1] >= TOP_K:
-        out["top5"] = in_top_k(chunk, np.maximum(labels, 0)) & (labels >= 0)  # a row of no class is never right
+        out["top5"] = in_top_k(chunk, np.maximum(labels, 0), pred=pred) & (labels >= 0)  # a row of no class is never right
     return out
 
 

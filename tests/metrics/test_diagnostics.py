@@ -38,6 +38,8 @@ def test_top_k_matches_a_sort_of_every_row(k_classes, levels):
     labels = rng.integers(0, k_classes, 400)
     for k in (1, 2, 5):
         assert np.array_equal(in_top_k(logits, labels, k), brute_top_k(logits, labels, k))
+        # given the argmax, its rows are not compared: the same answer, ties toward the lower index included
+        assert np.array_equal(in_top_k(logits, labels, k, pred=logits.argmax(axis=1)), brute_top_k(logits, labels, k))
 
 
 def test_top_1_is_argmax_correctness():
@@ -54,6 +56,7 @@ def test_top5_property(k_classes, n, seed, levels):
     logits = tied_logits(rng, n, k_classes, levels)
     labels = rng.integers(0, k_classes, n)
     assert np.array_equal(in_top_k(logits, labels, 5), brute_top_k(logits, labels, 5))
+    assert np.array_equal(in_top_k(logits, labels, 5, pred=logits.argmax(axis=1)), brute_top_k(logits, labels, 5))
 
 
 def _arrays(rng, n, k, sharp=1.0, levels=None):
