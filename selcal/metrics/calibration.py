@@ -11,7 +11,7 @@ class-wise bins), so results are bit-for-bit the same for any row order or chunk
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -279,26 +279,11 @@ class ClasswiseBins:
         self._pending_size = 0
 
     def __iadd__(self, update: "ClasswiseUpdate") -> "ClasswiseBins":
-        """Add one chunk's statistics (exact integer arithmetic, O(K) plus its sparse cells)."""
-        n_bins = self.n_bins
+        """Add one chunk's statistics (exact integer arithmetic, O(K) plus its sparse cells; the update
+        arrives with them made, on the thread that computed it)."""
         self.n_rows += update.n_rows
-        # Every entry starts in its class's first bin, and the few above 1/B move to their bin.
-        self.first[0] += update.n_rows
-        self.first[1] += update.label_counts
-        self.first[2] += update.high_totals
-        self.first[3] += update.low_totals
-        for row, weights in ((0, 1), (2, update.high), (3, update.low)):
-            np.add.at(self.first[row], update.cols, -weights if not np.isscalar(weights) else -1)
-        label_bin = update.label_cells - update.labels * n_bins
-        moved = label_bin > 0
-        np.add.at(self.first[1], update.labels[moved], -1)
-        cells = np.concatenate((update.cells, update.label_cells[moved]))
-        values = np.zeros((4, cells.size), dtype=np.int64)
-        above = update.cells.size
-        values[0, :above] = 1
-        values[1, above:] = 1
-        values[2, :above] = update.high
-        values[3, :above] = update.low
+        self.first += update.first
+        cells, values = update.moved
         self._pending.append((cells, values))
         self._pending_size += cells.size
         if self._pending_size > max(self.cells.size, 1 << 16):
@@ -380,6 +365,7 @@ class ClasswiseUpdate:
     """One chunk's class-wise statistics, sparse: column totals plus the entries above 1/B."""
 
     n_rows: int
+    n_bins: int
     label_counts: np.ndarray
     high_totals: np.ndarray
     low_totals: np.ndarray
@@ -389,6 +375,36 @@ class ClasswiseUpdate:
     low: np.ndarray
     labels: np.ndarray
     label_cells: np.ndarray
+    first: np.ndarray = field(init=False)  # (4, K): what the chunk adds to each class's first bin
+    moved: tuple = field(init=False)  # (cells above the first bin, their (4, cells) sums)
+
+    def __post_init__(self):
+        # Every entry starts in its class's first bin, and the few above 1/B move to their bin.
+        n_classes, n_bins = self.label_counts.size, self.n_bins
+        moved = self.label_cells - self.labels * n_bins > 0
+        self.first = np.stack([
+            self.n_rows - np.bincount(self.cols, minlength=n_classes),
+            self.label_counts - np.bincount(self.labels[moved], minlength=n_classes),
+            self.high_totals - _exact_bincount(self.cols, self.high, n_classes),
+            self.low_totals - _exact_bincount(self.cols, self.low, n_classes),
+        ])
+        cells = np.concatenate((self.cells, self.label_cells[moved]))
+        values = np.zeros((4, cells.size), dtype=np.int64)
+        above = self.cells.size
+        values[0, :above] = 1
+        values[1, above:] = 1
+        values[2, :above] = self.high
+        values[3, :above] = self.low
+        self.moved = (cells, values)
+
+
+def _exact_bincount(index: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """Sums of int64 ``weights`` below 2**31 by ``index``, exact: float64 bincounts of 2**21 entries at a time."""
+    out = np.zeros(size, dtype=np.int64)
+    for start in range(0, index.size, 1 << 21):
+        out += np.bincount(index[start:start + (1 << 21)], weights=weights[start:start + (1 << 21)],
+                           minlength=size).astype(np.int64)
+    return out
 
 
 def classwise_update(probabilities, labels, n_bins: int = DEFAULT_BINS) -> ClasswiseUpdate:
@@ -420,6 +436,7 @@ def scaled_classwise_update(scaled: np.ndarray, labels, n_bins: int = DEFAULT_BI
         low_totals += low[start:start + _EXACT_ROWS].sum(axis=0).astype(np.int64)
     return ClasswiseUpdate(
         n_rows=n,
+        n_bins=n_bins,
         label_counts=np.bincount(labels, minlength=n_classes),
         high_totals=high_totals,
         low_totals=low_totals,
