@@ -49,7 +49,10 @@ def carried(fn):
 #: (``cli.groups`` declares the flags from it, ``cli.common.flag_error`` and :func:`said` rename by it).
 FLAGS = {"input_kind": "--input", "score_cols": "--score-col", "uncertainty_cols": "--uncertainty-col",
          # (selcal.checks.compare_files' and check's)
-         "resamples": "--bootstrap", "only": "--metric", "tolerances": "--tolerance", "all_metrics": "--all"}
+         "resamples": "--bootstrap", "only": "--metric", "tolerances": "--tolerance", "all_metrics": "--all",
+         "maxima": "--max", "minima": "--min",
+         # (selcal.study's)
+         "metrics": "--metric"}
 
 _BARE = object()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import gate
-from ..errors import SelcalError, said
+from ..errors import SelcalError, naming_flags, said
 from ..metrics import catalog
 from ..metrics.catalog import better
 from .load import CHECK_RULE, Metric, metrics_of
@@ -54,14 +54,14 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     names (not ``*``). ``allow_other_data``
     judges a baseline evaluated on other rows (refused otherwise)."""
     if baseline is None and not maxima and not minima:
-        raise SelcalError("nothing to check: give --baseline BASELINE.json and/or --max/--min bounds")
+        raise SelcalError(f"nothing to check: give {_baseline_said()} and/or {said('maxima')}/{said('minima')} bounds")
     models = {m["name"]: m for m in current["models"]}
     current_metrics = [m for model in current["models"] for m in metrics_of(model, groups=True).values()]
-    require_matches([s for s, _ in maxima], current_metrics, "--max", current_path)
-    require_matches([s for s, _ in minima], current_metrics, "--min", current_path)
-    require_matches(only, current_metrics, "--metric", current_path)
+    require_matches([s for s, _ in maxima], current_metrics, said("maxima"), current_path)
+    require_matches([s for s, _ in minima], current_metrics, said("minima"), current_path)
+    require_matches(only, current_metrics, said("only"), current_path)
     if not baseline and tolerances:
-        raise SelcalError("--tolerance needs --baseline BASELINE.json to compare against")
+        raise SelcalError(f"{said('tolerances')} needs {_baseline_said()} to compare against")
 
     def wanted(metric: Metric, primary: tuple[str, ...]) -> bool:
         if only:
@@ -73,7 +73,7 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     notes: list[str] = []
     confidence = None
     if baseline is not None:
-        require_matches([s for s, _ in tolerances], current_metrics, "--tolerance", current_path)
+        require_matches([s for s, _ in tolerances], current_metrics, said("tolerances"), current_path)
         pairs = _pairs(current, baseline, current_path, baseline_path)
         _check_same_data(pairs, current, baseline, current_path, baseline_path, allow_other_data, notes)
         renamed = [f"{b['name']} -> {m['name']}" for b, m in pairs if b["name"] != m["name"]]
@@ -84,7 +84,7 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
         without = [path for path, level in levels.items() if level is None]
         if without:
             notes.append(f"no bootstrap intervals in {' and '.join(without)}: any worsening beyond the tolerance "
-                         "counts (evaluate with --bootstrap 1000 to discount noise)")
+                         f"counts (evaluate with {said('bootstrap', 1000)} to discount noise)")
         elif levels[current_path] != levels[baseline_path]:
             notes.append(f"the intervals have different levels ({100 * levels[current_path]:g}% current, "
                          f"{100 * levels[baseline_path]:g}% baseline)")
@@ -97,7 +97,8 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
                 if name not in ours:
                     raise SelcalError(
                         f"{current_path}: model '{model['name']}' has no {name}, which {baseline_path} has; "
-                        "evaluate with the same --scores/--risks/--coverages as the baseline, or regenerate it")
+                        f"evaluate with the same {'/'.join(map(said, ('scores', 'risks', 'coverages')))} as the "
+                        "baseline, or regenerate it")
                 metric = ours[name]
                 if not wanted(metric, primary):
                     continue
@@ -135,6 +136,12 @@ def check(current: dict[str, Any], baseline: dict[str, Any] | None = None, *,
     warnings = [(model["name"], str(text)) for model in current["models"]
                 for text in (model.get("warnings") if isinstance(model.get("warnings"), list) else [])]
     return Report("check", rows, sources, CHECK_RULE, confidence, notes, warnings)
+
+
+def _baseline_said() -> str:
+    """The baseline, in its caller's words: ``--baseline BASELINE.json`` on the command line, ``baseline`` (a
+    result :func:`~selcal.checks.load_result` read) from Python."""
+    return said("baseline", metavar="BASELINE.json") if naming_flags() else said("baseline")
 
 
 def _pairs(current, baseline, current_path, baseline_path) -> list[tuple[dict, dict]]:
@@ -195,7 +202,8 @@ def _check_same_data(pairs, current, baseline, current_path, baseline_path, allo
         if other and not allow_other_data:
             raise SelcalError(other)
         if other:
-            notes.append(f"--allow-other-data: '{model['name']}' is judged against a baseline evaluated on other data")
+            notes.append(f"{said('allow_other_data', True)}: '{model['name']}' is judged against a baseline evaluated "
+                         "on other data")
             continue
         for key in ("num_classes", "n_eval", "split"):
             if key in base_model and key in model and base_model[key] != model[key] and not allow_other_data:

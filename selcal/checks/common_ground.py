@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..errors import said
 from ..pipeline.identity import same_data
 
 __all__ = ["describe_names", "fingerprint_of", "leaderboard_warning", "name_pattern", "other_data_message"]
@@ -172,4 +173,4 @@ def other_data_message(current: dict, baseline: dict, current_path: str, baselin
     else:
         what = "the same number of rows but other labels"
     return (f"{current_path}: model '{_name(current)}' was evaluated on other data than {baseline_path}'s "
-            f"'{_name(baseline)}' ({what}); judge it on the baseline's rows, or give --allow-other-data")
+            f"'{_name(baseline)}' ({what}); judge it on the baseline's rows, or give {said('allow_other_data', True)}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Iterable, Sequence
 
-from ..errors import SelcalError, said
+from ..errors import SelcalError, flag, said
 from ..metrics import catalog
 from ..metrics.catalog import better
 from ..options import fraction
@@ -91,7 +91,9 @@ def parse_specs(texts: Iterable[str], option: str) -> list[Spec]:
 
 def parse_bounds(texts: Iterable[str], option: str) -> list[tuple[Spec, float]]:
     """``["msp.aurc=6%", "aurc_temp=0.05", ...]`` -> [(Spec, 0.06), (Spec, 0.05), ...]: the bounds
-    (``--max``, ``--min``) or tolerances (``--tolerance``) of an option, each value a fraction.
+    (``--max``, ``--min``) or tolerances (``--tolerance``) of an option, each value a fraction. ``option``
+    names it in the messages as its caller does: the flag, or the argument of :func:`~selcal.checks.check` (``maxima``,
+    ``minima``, ``tolerances``), each held to the same rule.
 
     A value is given in the unit the tables show (``6%`` of a metric shown in percent) or as the
     fraction the JSON holds (``0.06``); a bare number that cannot be a fraction (beyond 1 in size)
@@ -135,10 +137,16 @@ def parse_bound(text: str, option: str) -> tuple[Spec, float]:
     # the percent as written, divided exactly and rounded once (options.fraction): 85.4% is 0.854, as the JSON
     # holds it (85.4 / 100 in floating point is 0.8540000000000001, which fails --min accuracy=85.4% at 0.854)
     number = fraction(value) if percent else number
-    if option == "--tolerance" and number < 0:
-        raise SelcalError(f"--tolerance {text}: a tolerance must be >= 0")
+    if _flag_of(option) == "--tolerance" and number < 0:
+        raise SelcalError(f"{option} {text}: a tolerance must be >= 0")
     _within_range(text, option, spec, number, in_percent)
     return spec, number
+
+
+def _flag_of(option: str) -> str:
+    """What ``option`` is, as its flag: the command line's ``--max`` as given, a Python caller's ``maxima``
+    (``tolerances``, ``minima``) as its flag (:data:`selcal.errors.FLAGS`), so both are held to one rule."""
+    return option if option.startswith("-") else flag(option)
 
 
 def _within_range(text: str, option: str, spec: Spec, number: float, in_percent: bool) -> None:
@@ -151,7 +159,7 @@ def _within_range(text: str, option: str, spec: Spec, number: float, in_percent:
 
     what = "every metric" if spec.metric is None else catalog.name(spec.metric)
     span = (f"between {shown(low)} and {shown(high)}" if math.isfinite(high) else f"at least {shown(low)}")
-    if option == "--tolerance":
+    if _flag_of(option) == "--tolerance":
         if number > high - low:
             raise SelcalError(f"{option} {text}: {what} is {span}, so two values never differ by more than "
                               f"{shown(high - low)}: a tolerance of {shown(number)} never fails; write a value "
@@ -159,7 +167,7 @@ def _within_range(text: str, option: str, spec: Spec, number: float, in_percent:
         return
     if low <= number <= high:
         return
-    never = "fails" if (number > high) == (option == "--max") else "passes"
+    never = "fails" if (number > high) == (_flag_of(option) == "--max") else "passes"
     raise SelcalError(f"{option} {text}: {what} is {span}: a bound of {shown(number)} never {never}; "
                       f"write a value {span if math.isfinite(high) else 'of ' + span}")
 

@@ -67,7 +67,7 @@ def study(
     :class:`StudyResult`; ``.to_polars()`` is the table ``--csv`` writes, ``.to_json()`` the JSON.
     """
     from ..checks.specs import parse_specs
-    from ..errors import SelcalError
+    from ..errors import SelcalError, naming_flags, said
     from ..options import settings, split_items
     from ..pipeline.jobs import jobs_as_read, run_jobs
     from .measure import measure_study
@@ -82,20 +82,22 @@ def study(
             raise SelcalError(f"{name} is not a setting of a study (the runs are judged against run-to-run noise "
                               "with fits as evaluated)")
     if (pattern is None) == (manifest is None):
-        raise SelcalError("give the runs' recipes and seeds by --pattern TEMPLATE or --manifest FILE (one of them)")
+        raise SelcalError(f"give the runs' recipes and seeds by {said('pattern', metavar='TEMPLATE')} or "
+                          f"{said('manifest', metavar='FILE')} (one of them)")
     if manifest is not None:
         if paths:
-            raise SelcalError("--manifest lists the runs: give no dumps beside it")
+            raise SelcalError(f"{said('manifest')} lists the runs: give no {'dumps' if naming_flags() else 'paths'} "
+                              "beside it")
         runs = runs_from_manifest(manifest)
     else:
         paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths or [])
         runs = runs_from_pattern(paths, pattern)
     if isinstance(metrics, str):
-        metrics = split_items(metrics, "--metric")
-    specs = parse_specs(metrics or (), "--metric")
+        metrics = split_items(metrics, "metrics")
+    specs = parse_specs(metrics or (), said("metrics"))
     for spec in specs:
         if spec.model is not None:
-            raise SelcalError(f"--metric {spec.text}: a study names metrics without a model ([SCORE.]METRIC)")
+            raise SelcalError(f"{said('metrics')} {spec.text}: a study names metrics without a model ([SCORE.]METRIC)")
 
     def jobs_of(members: Sequence[Run]):
         jobs = []

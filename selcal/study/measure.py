@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import SelcalError
+from ..errors import SelcalError, said
 from ..escape import printable
 from ..metrics import catalog
 from .result import StudyResult
@@ -62,7 +62,7 @@ def study_metrics(first: dict, specs: Sequence) -> list[str]:
     if not specs:
         return list(primary_metrics(first))
     found = list(metrics_of({**first, "name": first.get("name", "run")}).values())
-    require_matches(specs, found, "--metric", "the runs")
+    require_matches(specs, found, said("metrics"), "the first run")
     return list(dict.fromkeys(m.name for spec in specs for m in found if spec.matches(m)))  # in the order asked
 
 
@@ -79,8 +79,8 @@ def _check_same_rows(dataset: str | None, runs: Sequence[Run], models: Sequence,
     where = f"data set '{printable(dataset)}': " if dataset is not None else ""
     if not allow_other_data:
         raise SelcalError(f"{where}{other}; a study compares runs on the same evaluation rows "
-                          "(or give --allow-other-data)")
-    return f"--allow-other-data: {where}{other}"
+                          f"(or give {said('allow_other_data', True)})")
+    return f"{said('allow_other_data', True)}: {where}{other}"
 
 
 def _aligned_rows(dataset, runs, models, options) -> list:
@@ -91,7 +91,7 @@ def _aligned_rows(dataset, runs, models, options) -> list:
     where = f"data set '{printable(dataset)}'" if dataset is not None else "the study"
     sizes = {model.n_eval for model in models}
     if len(sizes) > 1:
-        raise SelcalError(f"{where}: --bootstrap draws the same rows for every run, but its runs have "
+        raise SelcalError(f"{where}: {said('bootstrap')} draws the same rows for every run, but its runs have "
                           f"{' and '.join(str(s) for s in sorted(sizes))} evaluation rows")
     datas = [RowData.from_model(model, options) for model in models]
     first = models[0].row_ids
@@ -138,7 +138,7 @@ def measure_study(runs: Sequence[Run], *, options, jobs_of: Callable, run_jobs: 
     recipes = sorted(dict.fromkeys(run.recipe for run in runs))
     if baseline is not None:
         if baseline not in recipes:
-            raise SelcalError(f"--baseline {printable(baseline)}: is not a recipe of the study (recipes: "
+            raise SelcalError(f"{said('baseline')} {printable(baseline)}: is not a recipe of the study (recipes: "
                               f"{printable(', '.join(recipes))})")
         recipes.remove(baseline)
         recipes.insert(0, baseline)
@@ -346,8 +346,8 @@ def _notes(result: StudyResult, confidence: float) -> None:
                             + ("its interval holds the rows' noise only, not the run-to-run noise"
                                if result.bootstrap else "no standard deviation"))
     if result.baseline is not None and not result.bootstrap:
-        result.notes.append("no verdicts without intervals: give --bootstrap B (e.g. 1000) to judge the recipes "
-                            f"against {printable(result.baseline)}")
+        result.notes.append(f"no verdicts without intervals: give {said('bootstrap', metavar='B')} (e.g. 1000) to "
+                            f"judge the recipes against {printable(result.baseline)}")
     without = [m for m in result.metrics if not catalog.has_interval(catalog.split_name(m)[1])]
     if result.bootstrap and without:
         result.notes.append(f"no interval (not a mean over rows): {', '.join(without)}")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SelcalError
+from ..errors import SelcalError, naming_flags, said
 from ..escape import printable
 
 __all__ = ["Run", "runs_from_pattern", "runs_from_manifest", "compile_pattern", "MANIFEST_COLUMNS"]
@@ -62,7 +62,7 @@ def compile_pattern(pattern: str) -> tuple[re.Pattern, list[str]]:
     (['dataset', 'recipe', 'seed'], {'dataset': 'c10', 'recipe': 'ls_0.1', 'seed': '2'})
     """
     if not isinstance(pattern, str) or not pattern.strip():
-        raise SelcalError("--pattern needs a template, e.g. '{dataset}/{recipe}_seed{seed}.parquet'")
+        raise SelcalError(f"{said('pattern')} needs a template, e.g. '{{dataset}}/{{recipe}}_seed{{seed}}.parquet'")
     names: list[str] = []
     parts = []
     position = 0
@@ -70,24 +70,24 @@ def compile_pattern(pattern: str) -> tuple[re.Pattern, list[str]]:
         parts.append(_literal(pattern[position:match.start()], pattern))
         name = match.group(1)
         if not _NAME.match(name):
-            raise SelcalError(f"--pattern {printable(pattern)}: '{{{printable(name)}}}' is not a field name "
+            raise SelcalError(f"{said('pattern')} {printable(pattern)}: '{{{printable(name)}}}' is not a field name "
                               "(letters, digits and _, e.g. {recipe})")
         if name in names:
-            raise SelcalError(f"--pattern {printable(pattern)}: the field {{{name}}} appears twice")
+            raise SelcalError(f"{said('pattern')} {printable(pattern)}: the field {{{name}}} appears twice")
         names.append(name)
         parts.append(f"(?P<{name}>[^/]+?)")
         position = match.end()
     parts.append(_literal(pattern[position:], pattern))
     for required in ("recipe", "seed"):
         if required not in names:
-            raise SelcalError(f"--pattern {printable(pattern)}: has no {{{required}}} field; a study needs each run's "
-                              "recipe and seed, e.g. '{recipe}_seed{seed}.parquet'")
+            raise SelcalError(f"{said('pattern')} {printable(pattern)}: has no {{{required}}} field; a study needs "
+                              "each run's recipe and seed, e.g. '{recipe}_seed{seed}.parquet'")
     return re.compile("(?:.*/)?" + "".join(parts) + r"\Z", re.DOTALL), names
 
 
 def _literal(text: str, pattern: str) -> str:
     if "{" in text or "}" in text:
-        raise SelcalError(f"--pattern {printable(pattern)}: a brace that opens or closes no field; fields are "
+        raise SelcalError(f"{said('pattern')} {printable(pattern)}: a brace that opens or closes no field; fields are "
                           "written {name}")
     return ".*?".join(re.escape(piece) for piece in text.split("*")).replace(".*?", "[^/]*?")
 
@@ -99,18 +99,20 @@ def runs_from_pattern(paths: Sequence, pattern: str) -> list[Run]:
     """
     regex, names = compile_pattern(pattern)
     if not paths:
-        raise SelcalError("no run given; give the dumps of the runs, e.g. selcal study runs/*/*.parquet --pattern ...")
+        raise SelcalError("no run given; give the dumps of the runs, e.g. " + (
+            "selcal study runs/*/*.parquet --pattern ..." if naming_flags() else
+            "selcal.study(glob.glob('runs/*/*.parquet'), pattern=...)"))
     found = []
     for path in paths:
         text = str(path)
         match = regex.match(text)
         if match is None:
-            raise SelcalError(f"{printable(text)}: does not match the template --pattern {printable(pattern)}; "
+            raise SelcalError(f"{printable(text)}: does not match the template {said('pattern')} {printable(pattern)}; "
                               "give a template every run's path matches (fields in braces, * as a wildcard)")
         values = match.groupdict()
         extra = {name: values[name] for name in names if name not in ("dataset", "recipe", "seed")}
         found.append((text, values["recipe"], values["seed"], values.get("dataset"), extra, None))
-    return _checked(found, f"--pattern {printable(pattern)}")
+    return _checked(found, f"{said('pattern')} {printable(pattern)}")
 
 
 def runs_from_manifest(path) -> list[Run]:
@@ -120,7 +122,8 @@ def runs_from_manifest(path) -> list[Run]:
     from ..io.lists import csv_rows
 
     where = printable(str(path))
-    rows = csv_rows(path, "--manifest takes a CSV with a header path,recipe,seed (optionally dataset) and a row per run")
+    rows = csv_rows(path, f"{said('manifest')} takes a CSV with a header path,recipe,seed (optionally dataset) and a "
+                          "row per run")
     header = [cell.strip() for cell in rows[0]]
     missing = [c for c in MANIFEST_COLUMNS if c not in header]
     if missing:

@@ -355,3 +355,177 @@ def test_compare_names_only_as_its_caller_did(face_files, cli):
     one_error_line(cli("compare", face_files["logits"], face_files["logits"], "--bootstrap", "20", "--metric",
                        "dirichlet.aurc"), "--metric dirichlet.aurc: the comparison has no such metric",
                    "(a group's, --group-col)")
+
+
+# ---------------------------------------------- check and study (baseline, maxima, minima, metrics, pattern, ...)
+# selcal.checks.check reads result dicts (load_result) and takes parsed specs; selcal.study takes the runs' paths.
+
+
+@pytest.fixture
+def check_study_files(face_files, tmp_path):
+    """Result JSON files of face_files' 'logits' (its default scores; and with 'entropy' too) and of its 'other-labels'
+    (other data); a study's runs (recipes ce and ls, seeds 0 and 1, data set d1) and one run of other rows."""
+    from helpers import write_run, write_study
+
+    paths = {}
+    for name, test, scores in (("current", "logits", None), ("more", "logits", "msp,max_logit,pnorm,temp,entropy"),
+                               ("other", "other-labels", None)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(selcal.evaluate(face_files[test], **({"scores": scores} if scores else {})).to_json())
+    paths["runs"] = write_study(tmp_path / "runs", recipes=("ce", "ls"), seeds=(0, 1), n=200, n_val=80)
+    paths["odd-run"] = write_run(tmp_path / "runs" / "d1" / "ls_seed7.parquet", n=150, n_val=80)
+    return paths
+
+
+PATTERN = "{dataset}/{recipe}_seed{seed}.parquet"
+
+
+def check_of(baseline=None, **bounds):
+    """selcal.checks.check of 'current' against ``baseline`` (a file's name); ``bounds``: check's keywords, each
+    a list of texts parsed as a Python caller does (parse_bounds and parse_specs naming the argument)."""
+    def call(p):
+        from selcal.checks import load_result, parse_bounds, parse_specs
+
+        parsed = {name: (parse_specs if name == "only" else parse_bounds)(texts, name) if isinstance(texts, list)
+                  else texts for name, texts in bounds.items()}
+        return selcal.checks.check(load_result(p["current"]), None if baseline is None else load_result(p[baseline]),
+                                   **parsed)
+    return call
+
+
+def study_of(*runs, **keywords):
+    """selcal.study of the runs named (``runs``: the four of check_study_files, ``odd-run``: its odd one)."""
+    return lambda p: selcal.study([path for name in runs for path in
+                                   (p[name] if isinstance(p[name], list) else [p[name]])], scores="msp", **keywords)
+
+
+# case: (the Python call, the command (file names stand for their paths), what Python reads, what the command prints,
+# refused or noted)
+CHECK_STUDY_CASES = {
+    "check-nothing-to-check": (
+        check_of(), ["check", "current"], "nothing to check: give baseline and/or maxima/minima bounds",
+        "nothing to check: give --baseline BASELINE.json and/or --max/--min bounds", "refused"),
+    "check-max-of-no-metric": (
+        check_of(maxima=["dirichlet.aurc=0.1"]), ["check", "current", "--max", "dirichlet.aurc=0.1"],
+        "maxima dirichlet.aurc: CURRENT has no such metric", "--max dirichlet.aurc: ", "refused"),
+    "check-min-of-no-metric": (
+        check_of(minima=["dirichlet.aurc=0.1"]), ["check", "current", "--min", "dirichlet.aurc=0.1"],
+        "minima dirichlet.aurc: CURRENT has no such metric", "--min dirichlet.aurc: ", "refused"),
+    "check-metric-of-no-metric": (
+        check_of("current", only=["dirichlet.aurc"]), ["check", "current", "--baseline", "current", "--metric",
+                                                       "dirichlet.aurc"],
+        "only dirichlet.aurc: CURRENT has no such metric", "--metric dirichlet.aurc: ", "refused"),
+    "check-tolerance-of-no-metric": (
+        check_of("current", tolerances=["dirichlet.aurc=0.01"]),
+        ["check", "current", "--baseline", "current", "--tolerance", "dirichlet.aurc=0.01"],
+        "tolerances dirichlet.aurc: CURRENT has no such metric", "--tolerance dirichlet.aurc: ", "refused"),
+    "check-tolerance-without-baseline": (
+        check_of(tolerances=["aurc=0.01"], maxima=["aurc=0.9"]),
+        ["check", "current", "--tolerance", "aurc=0.01", "--max", "aurc=0.9"],
+        "tolerances needs baseline to compare against", "--tolerance needs --baseline BASELINE.json to compare against",
+        "refused"),
+    "check-negative-tolerance": (
+        check_of("current", tolerances=["aurc=-0.1"]), ["check", "current", "--baseline", "current", "--tolerance",
+                                                        "aurc=-0.1"],
+        "tolerances aurc=-0.1: a tolerance must be >= 0", "--tolerance aurc=-0.1: a tolerance must be >= 0", "refused"),
+    "check-max-beyond-the-range": (
+        check_of(maxima=["msp.aurc=150%"]), ["check", "current", "--max", "msp.aurc=150%"],
+        "maxima msp.aurc=150%: AURC is between 0% and 100%: a bound of 150% never fails",
+        "--max msp.aurc=150%: AURC is between 0% and 100%: a bound of 150% never fails", "refused"),
+    "check-other-data": (
+        check_of("other"), ["check", "current", "--baseline", "other"],
+        "judge it on the baseline's rows, or give allow_other_data=True",
+        "judge it on the baseline's rows, or give --allow-other-data", "refused"),
+    "check-baseline-of-more-scores": (
+        check_of("more"), ["check", "current", "--baseline", "more"],
+        "evaluate with the same scores/risks/coverages as the baseline",
+        "evaluate with the same --scores/--risks/--coverages as the baseline", "refused"),
+    "check-note-other-data": (
+        check_of("other", allow_other_data=True), ["check", "current", "--baseline", "other", "--allow-other-data"],
+        "allow_other_data=True: '", "--allow-other-data: '", "noted"),
+    "check-note-no-intervals": (
+        check_of("current"), ["check", "current", "--baseline", "current"],
+        "(evaluate with bootstrap=1000 to discount noise)", "(evaluate with --bootstrap 1000 to discount noise)",
+        "noted"),
+    "study-no-pattern": (
+        study_of("runs"), ["study", "runs", "--scores", "msp"],
+        "give the runs' recipes and seeds by pattern=TEMPLATE or manifest=FILE (one of them)",
+        "give the runs' recipes and seeds by --pattern TEMPLATE or --manifest FILE (one of them)", "refused"),
+    "study-manifest-and-runs": (
+        study_of("runs", manifest="m.csv"), ["study", "runs", "--manifest", "m.csv", "--scores", "msp"],
+        "manifest lists the runs: give no paths beside it", "--manifest lists the runs: give no dumps beside it",
+        "refused"),
+    "study-pattern-without-seed": (
+        study_of("runs", pattern="{recipe}.parquet"), ["study", "runs", "--pattern", "{recipe}.parquet", "--scores",
+                                                       "msp"],
+        "pattern {recipe}.parquet: has no {seed} field", "--pattern {recipe}.parquet: has no {seed} field", "refused"),
+    "study-path-not-matched": (
+        study_of("runs", pattern="{dataset}/{recipe}_run{seed}.parquet"),
+        ["study", "runs", "--pattern", "{dataset}/{recipe}_run{seed}.parquet", "--scores", "msp"],
+        "does not match the template pattern {dataset}", "does not match the template --pattern {dataset}", "refused"),
+    "study-metric-with-a-model": (
+        study_of("runs", pattern=PATTERN, metrics=["m:msp.aurc"]),
+        ["study", "runs", "--pattern", PATTERN, "--metric", "m:msp.aurc", "--scores", "msp"],
+        "metrics m:msp.aurc: a study names metrics without a model",
+        "--metric m:msp.aurc: a study names metrics without a model", "refused"),
+    "study-not-a-metric": (
+        study_of("runs", pattern=PATTERN, metrics="nope"),
+        ["study", "runs", "--pattern", PATTERN, "--metric", "nope", "--scores", "msp"],
+        "metrics nope: 'nope' is not a metric with a direction",
+        "--metric nope: 'nope' is not a metric with a direction", "refused"),
+    "study-metric-of-no-run": (
+        study_of("runs", pattern=PATTERN, metrics="temp.aurc"),
+        ["study", "runs", "--pattern", PATTERN, "--metric", "temp.aurc", "--scores", "msp"],
+        "metrics temp.aurc: the first run has no such metric", "--metric temp.aurc: the first run has no such metric",
+        "refused"),
+    "study-metrics-empty-item": (
+        study_of("runs", pattern=PATTERN, metrics="msp.aurc,"),
+        ["study", "runs", "--pattern", PATTERN, "--metric", "msp.aurc,", "--scores", "msp"],
+        "metrics has an empty item in 'msp.aurc,'", "--metric has an empty item in 'msp.aurc,'", "refused"),
+    "study-baseline-not-a-recipe": (
+        study_of("runs", pattern=PATTERN, baseline="focal"),
+        ["study", "runs", "--pattern", PATTERN, "--baseline", "focal", "--scores", "msp"],
+        "baseline focal: is not a recipe of the study", "--baseline focal: is not a recipe of the study", "refused"),
+    "study-other-rows": (
+        study_of("runs", "odd-run", pattern=PATTERN), ["study", "runs", "odd-run", "--pattern", PATTERN, "--scores",
+                                                       "msp"],
+        "a study compares runs on the same evaluation rows (or give allow_other_data=True)",
+        "a study compares runs on the same evaluation rows (or give --allow-other-data)", "refused"),
+    "study-bootstrap-of-other-rows": (
+        study_of("runs", "odd-run", pattern=PATTERN, allow_other_data=True, bootstrap=20),
+        ["study", "runs", "odd-run", "--pattern", PATTERN, "--allow-other-data", "--bootstrap", "20", "--scores",
+         "msp"],
+        "data set 'd1': bootstrap draws the same rows for every run", "data set 'd1': --bootstrap draws the same rows",
+        "refused"),
+    "study-note-other-rows": (
+        study_of("runs", "odd-run", pattern=PATTERN, allow_other_data=True),
+        ["study", "runs", "odd-run", "--pattern", PATTERN, "--allow-other-data", "--scores", "msp"],
+        "allow_other_data=True: data set 'd1': the models were not evaluated on the same rows",
+        "--allow-other-data: data set 'd1': the models were not evaluated on the same rows", "noted"),
+    "study-note-no-verdicts": (
+        study_of("runs", pattern=PATTERN, baseline="ce"), ["study", "runs", "--pattern", PATTERN, "--baseline", "ce",
+                                                           "--scores", "msp"],
+        "no verdicts without intervals: give bootstrap=B (e.g. 1000) to judge the recipes against ce",
+        "no verdicts without intervals: give --bootstrap B (e.g. 1000) to judge the recipes against ce", "noted"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHECK_STUDY_CASES))
+@pytest.mark.parametrize("face", ["python", "command-line"])
+def test_check_and_study_name_what_their_caller_used(check_study_files, cli, face, case):
+    call, command, python_said, command_said, kind = CHECK_STUDY_CASES[case]
+    if face == "command-line":
+        parts = [part for name in command for part in
+                 (map(str, check_study_files[name]) if isinstance(check_study_files.get(name), list) else
+                  [str(check_study_files.get(name, name))])]
+        result = cli(*parts)
+        if kind == "refused":
+            one_error_line(result, command_said)
+        else:
+            assert result.exit_code in (0, 1), result.stderr
+            assert command_said in " ".join(result.stdout.split()), result.stdout
+    elif kind == "refused":
+        assert python_said in refused(lambda: call(check_study_files))
+    else:
+        notes = call(check_study_files).notes
+        assert any(python_said in note for note in notes) and not any("--" in note for note in notes), notes

@@ -89,5 +89,5 @@ def test_bad_manifests_are_refused_in_one_line(tmp_path, text, message):
 
 
 def test_a_missing_manifest(tmp_path):
-    with pytest.raises(SelcalError, match="no such file; --manifest takes a CSV"):
+    with pytest.raises(SelcalError, match="no such file; manifest takes a CSV"):
         runs_from_manifest(tmp_path / "none.csv")
