@@ -151,17 +151,23 @@ def centred_scaled(logits: np.ndarray, center: bool, shifted: np.ndarray | None 
         centred = np.multiply(shifted, factors[:, None], out=None if shared else shifted)  # exact
         lowest *= factors  # a power of two: the lowest scaled d is the scaled lowest d
         sums = row_sums(centred)  # of the shifted rows, before they are multiplied by K
-        centred *= logits.shape[1]
-        centred -= sums[:, None]
+        n_classes = logits.shape[1]
         # x_k = fl(fl(K d_k) - sum) rounds monotonically in d_k, so its largest is at d = 0 (-sum, exactly) and
         # its smallest at the lowest d: the same bits as a max and a min over the row, without the two passes.
         top = 0.0 - sums  # +0.0, as the max over the row, for a row of equal logits
-        bottom = lowest * logits.shape[1]
+        bottom = lowest * n_classes
         bottom -= sums
-    else:
-        centred = logits.copy()
-        # max_k |x_k| as max(max_k x_k, -min_k x_k), without an N x K temporary
-        top, bottom = centred.max(axis=1), centred.min(axis=1)
+        # Then x / m = fl(d K / m) - sum / m in two passes instead of three (times K, minus the sum, over m):
+        # m is a power of two, so each rounding is the one of x scaled by it (|K d| < 2**-900 rounds to -sum
+        # either way), the same bits.
+        scale = _unit_factors(np.maximum(top, -bottom))
+        centred *= (scale * n_classes)[:, None]
+        centred -= (sums * scale)[:, None]
+        top *= scale
+        return centred, top
+    centred = logits.copy()
+    # max_k |x_k| as max(max_k x_k, -min_k x_k), without an N x K temporary
+    top, bottom = centred.max(axis=1), centred.min(axis=1)
     # rounding is monotone, so the largest scaled entry is the scaled largest entry, bit for bit
     top *= _scale_to_unit(centred, np.maximum(top, -bottom))
     return centred, top
