@@ -99,7 +99,7 @@ class ArraysSource(DumpSource):
                     from None
         return array.astype(str)
 
-    def raw_batches(self, batch_rows: int):
+    def raw_batches(self, batch_rows: int, ids: bool = True):
         if self.num_rows:
             yield self._columns, 0
 

@@ -173,7 +173,7 @@ class ConfidenceSource(DumpSource):
     def logits_bytes(self) -> int:
         return 0
 
-    def raw_batches(self, batch_rows: int):
+    def raw_batches(self, batch_rows: int, ids: bool = True):
         raise input_error(self.path, None, None, "holds no logits, only a confidence, a prediction and a label per row")
 
     def _labels_and_split(self):

@@ -230,7 +230,7 @@ class LmEvalSource(ArraysSource):
                             f"its choices ({', '.join(map(repr, choices[i]))})")
         return labels
 
-    def raw_batches(self, batch_rows: int):
+    def raw_batches(self, batch_rows: int, ids: bool = True):
         if self.num_rows:  # one question per line: messages name the log's line
             yield self._columns, _KeptLines(self._lines)
 

@@ -305,8 +305,15 @@ class ParquetSource(DumpSource):
         return int(sum(metadata.row_group(g).column(i).num_values * width[schema.column(i).path.split(".")[0]]
                        for g in range(metadata.num_row_groups) for i in leaves))
 
-    def raw_batches(self, batch_rows: int):
-        iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self.columns))
+    def _batch_columns(self, ids: bool) -> list[str]:
+        """The columns a batch reads: all of them, or without the id column (read once, :meth:`id_column`)."""
+        also = {self.label_col, self.split_col, self.group_col, self.logits_col, *(self.wide_columns or ())}
+        if ids or self.id_col is None or self.id_col in also:  # (a column read for something else stays)
+            return self.columns
+        return [c for c in self.columns if c != self.id_col]
+
+    def raw_batches(self, batch_rows: int, ids: bool = True):
+        iterator = iter(self.file.iter_batches(batch_size=batch_rows, columns=self._batch_columns(ids)))
         first_row = 0
         while True:
             try:
@@ -332,7 +339,8 @@ class ParquetSource(DumpSource):
             labels=labels_to_int(path, self.label_col, None, batch.column(self.label_col), first_row),
             split=self._split_values(batch.column(self.split_col) if self.split_col else None, batch.num_rows,
                                      first_row),
-            ids=None if self.id_col is None else string_values(path, self.id_col, batch.column(self.id_col), first_row),
+            ids=None if self.id_col not in batch.schema.names else string_values(path, self.id_col,
+                                                                                 batch.column(self.id_col), first_row),
             groups=None if self.group_col is None else string_values(path, self.group_col, batch.column(self.group_col),
                                                                   first_row),
         )

@@ -209,18 +209,18 @@ class PartsSource(DumpSource):
     def logits_bytes(self) -> int:
         return sum(part.logits_bytes for part in self.parts)
 
-    def batches(self, batch_rows: int | None = None):
+    def batches(self, batch_rows: int | None = None, *, ids: bool = True):
         """Validated batches of every part in turn (a batch never spans two parts)."""
         if batch_rows is None:
             batch_rows = max(64, (1 << 21) // max(self.num_classes, 1))
         for part in self.parts:  # what the logits hold (--input, or detected on the first part) holds for all
             part.input_kind, part.detected_input, part.ood_label = self.input_kind, self.detected_input, self.ood_label
             part.python = getattr(self, "python", False)  # (its messages name what the caller used)
-            for batch in part.batches(batch_rows):
+            for batch in part.batches(batch_rows, ids=ids):
                 self.detected_input = part.detected_input
                 yield batch
 
-    def raw_batches(self, batch_rows: int):  # pragma: no cover - batches() is overridden
+    def raw_batches(self, batch_rows: int, ids: bool = True):  # pragma: no cover - batches() is overridden
         raise NotImplementedError
 
     def _labels_and_split(self):

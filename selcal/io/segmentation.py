@@ -294,7 +294,7 @@ class SegmentationSource(DumpSource):
             if self.progress is not None:
                 self.progress(int(self.counts[:index + 1].sum()), self.num_rows)
 
-    def raw_batches(self, batch_rows: int):
+    def raw_batches(self, batch_rows: int, ids: bool = True):
         first_row = 0
         for index, image, cells, logits, labels in self.image_rows():
             groups = None if self.group_col is None else np.full(labels.size, image)

@@ -556,8 +556,8 @@ class TextSource(ParquetSource):
             self.file.refuse_list_of_non_numbers(logits_col)
         return super()._not_float_values(logits_col, value_type)
 
-    def raw_batches(self, batch_rows: int):
+    def raw_batches(self, batch_rows: int, ids: bool = True):
         first_row = 0
-        for batch in self.file.iter_batches(batch_size=batch_rows, columns=self.columns):
+        for batch in self.file.iter_batches(batch_size=batch_rows, columns=self._batch_columns(ids)):
             yield self._columns(batch, self.file.line(first_row)), self.file.line(first_row)
             first_row += batch.num_rows

@@ -47,7 +47,7 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
         return evaluate_confidences(test, val_source, options=job.options, name=job.name)
     if streamed:
         if test.input_kind is None and test.detected_input is None:
-            next(iter(test.batches()), None)  # the first batch says what the file holds
+            next(iter(test.batches(ids=False)), None)  # the first batch says what the file holds
         kind = test.input_kind or test.detected_input or "logits"
         options, dropped = scores_for_input(job.options, kind, test.path, python=test.python)
         return with_input(evaluate_source(test, val_source, options=options, name=job.name, progress=progress),

@@ -55,7 +55,7 @@ def stream_chunks(source: DumpSource, eval_mask: np.ndarray | None, rows: int, g
     With ``val_rows``, the evaluation rows that are also validation rows are counted into ``shared[0]``.
     """
     offset = 0
-    for index, batch in enumerate(source.batches(rows)):
+    for index, batch in enumerate(source.batches(rows, ids=False)):  # (the ids are read once: id_column())
         if index % 8 == 7:
             _release_freed_memory()
         logits, labels, groups = batch.logits, batch.labels, batch.groups

@@ -665,7 +665,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     if test.num_kept_rows == 0:
         raise SelcalError(f"{test.path}: column '{test.label_col}': {nothing_left_message(test)}")
     if test.input_kind is None and test.detected_input is None:
-        next(iter(test.batches()), None)  # the first batch says what the file holds
+        next(iter(test.batches(ids=False)), None)  # the first batch says what the file holds
     kind = test.input_kind or test.detected_input or "logits"
     _check_available(entry, score, options, (test.path, kind), *([(val.path, val.input)] if val is not None else []))
     images, ids = test.image_column(), test.id_column()

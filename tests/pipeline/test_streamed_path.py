@@ -90,3 +90,30 @@ def test_streamed_memory_grows_with_the_per_row_numbers_not_the_logits(tmp_path,
         peaks.append(peak_rss_mb(path, scores, val if "temp" in scores else None)["peak_mb"])
     bytes_per_row = (peaks[1] - peaks[0]) * 2**20 / (sizes[1] - sizes[0])
     assert bytes_per_row < 0.4 * k * 4, (peaks, bytes_per_row)
+
+
+def test_streamed_batches_leave_the_ids_unread_and_give_the_in_memory_numbers(tmp_path, monkeypatch):
+    # The ids are read once (id_column: the split, the leak check, the fingerprint, the confident errors);
+    # a streamed pass's batches do not read and convert them again, and nothing changes for it.
+    from selcal.io import base, parquet
+
+    logits, labels = synthetic(2000, 5, seed=4)
+    ids = [f"img_{i:05d}" for i in range(2000)]
+    write_dump(tmp_path / "test.parquet", logits, labels, ids=ids, row_group_rows=300)
+    val_logits, val_labels = synthetic(600, 5, seed=5)
+    write_dump(tmp_path / "val.parquet", val_logits, val_labels, ids=[f"v_{i}" for i in range(600)])
+    path, val = str(tmp_path / "test.parquet"), str(tmp_path / "val.parquet")
+    reference = selcal.evaluate(path, val, stream=False).to_json()
+    converted = []
+    original = base.string_values
+
+    def counting(source_path, column, values, *args, **kwargs):
+        if column == "id" and source_path == path:
+            converted.append(len(values))
+        return original(source_path, column, values, *args, **kwargs)
+
+    monkeypatch.setattr(parquet, "string_values", counting)
+    streamed = selcal.evaluate(path, val, stream=True, chunk_rows=97)
+    assert streamed.to_json() == reference
+    assert converted == [2000]  # the whole column once, no batch of it
+    assert streamed.models[0].row_ids[:3].tolist() == ids[:3]
