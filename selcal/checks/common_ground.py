@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..errors import said
 from ..pipeline.identity import same_data
 
-__all__ = ["describe_names", "fingerprint_of", "leaderboard_warning", "name_pattern", "other_data_message"]
+__all__ = ["Board", "board_warning", "boards", "describe_names", "fingerprint_of", "leaderboard_warning", "name_pattern",
+           "other_data_message", "split_line"]
 
 
 def fingerprint_of(model) -> dict | None:
@@ -91,13 +94,54 @@ def _log_task(model) -> tuple[str, str] | None:
 _PROPERTIES = (("with K =", _num_classes), ("of", lambda m: f"{fingerprint_of(m).get('rows'):,} rows"))
 
 
+def _grouped(models) -> tuple[list[tuple[dict, list]], tuple | None]:
+    """The models grouped by the rows they were evaluated on (equal fingerprints; the groups and
+    their models in the order the models come) and what tells the groups apart: ``("task",
+    names)`` for the tasks of lm-evaluation-harness logs, ``(words, values)`` for the first of
+    :data:`_PROPERTIES` that is one value per group and differs between groups, else None. No
+    groups (``[]``) when the models are one: fewer than two, a result without a fingerprint (an
+    older selcal wrote it), the same rows, or one language model's tasks (each task's log holds
+    other questions: a board of them is what was asked for). The one rule of the rows warning
+    (:func:`leaderboard_warning`) and of the boards (:func:`boards`)."""
+    models = list(models)
+    if len(models) < 2:
+        return [], None
+    groups: list[tuple[dict, list]] = []
+    for model in models:
+        fp = fingerprint_of(model)
+        if fp is None:
+            return [], None
+        for known, members in groups:
+            if same_data(known, fp):
+                members.append(model)
+                break
+        else:
+            groups.append((fp, [model]))
+    if len(groups) == 1:
+        return [], None
+    tasks = [_log_task(m) for m in models]
+    if all(tasks):
+        if len({lm for lm, _ in tasks}) == 1:
+            return [], None  # one language model's tasks: a board per task is what was asked for
+        names = [list(dict.fromkeys(_log_task(m)[1] for m in members)) for _, members in groups]
+        if all(len(n) == 1 for n in names) and len({n[0] for n in names}) == len(groups):
+            return groups, ("task", [n[0] for n in names])
+    for words, value in _PROPERTIES:
+        values = [{str(value(m)) for m in members} for _, members in groups]
+        if all(len(v) == 1 for v in values) and len({next(iter(v)) for v in values}) == len(groups) \
+                and None not in {next(iter(v)) for v in values} and "None" not in {next(iter(v)) for v in values}:
+            return groups, (words, [next(iter(v)) for v in values])
+    return groups, None  # the same K and row count: the same data set, in another order or relabelled
+
+
 def leaderboard_warning(models) -> str | None:
     """One line saying that the models of a leaderboard were not all evaluated on the same rows
     (None when every fingerprint agrees, or a result has none), the models grouped by their rows
     and each group named by what its models share and the others do not (K, the number of
     rows, the task of an lm-evaluation-harness log), e.g. "2 groups: 20 models with K = 100
     (wasscal_cifar100_*/test) and 35 with K = 10 (...)". A board of one language model's tasks
-    (each task's log holds other questions) is what was asked for: no warning.
+    (each task's log holds other questions) is what was asked for: no warning. The groups are
+    :func:`boards`' (``evaluate`` shows a board per group instead of this warning).
 
     >>> a = {"name": "a", "num_classes": 3, "fingerprint": {"rows": 3, "labels": "01"}}
     >>> b = {"name": "b", "num_classes": 3, "fingerprint": {"rows": 3, "labels": "02"}}
@@ -106,47 +150,27 @@ def leaderboard_warning(models) -> str | None:
     >>> leaderboard_warning([a, b])
     'the models were not evaluated on the same rows: 2 groups, a (3 rows, no ids) and b (3 rows, no ids); their numbers are comparable within a group only (give the dumps ids or the same row order, or a split column)'
     """
-    models = list(models)
-    if len(models) < 2:
+    groups, apart = _grouped(models)
+    if not groups:
         return None
-    groups: list[tuple[dict, list]] = []
-    for model in models:
-        fp = fingerprint_of(model)
-        if fp is None:
-            return None
-        for known, members in groups:
-            if same_data(known, fp):
-                members.append(model)
-                break
-        else:
-            groups.append((fp, [model]))
-    if len(groups) == 1:
-        return None
-    tasks = [_log_task(m) for m in models]
-    if all(tasks):
-        if len({lm for lm, _ in tasks}) == 1:
-            return None  # one language model's tasks: a board per task is what was asked for
-        names = [list(dict.fromkeys(_log_task(m)[1] for m in members)) for _, members in groups]
-        if all(len(n) == 1 for n in names) and len({n[0] for n in names}) == len(groups):
-            shown = [n[0] for n in names][:6]
-            listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(names) <= 6 else \
-                ", ".join(shown) + f" and {len(names) - 6} more"
-            return (f"the language models were evaluated on {len(groups)} tasks ({listed}), each on its own "
-                    "questions: compare them within a task")
-    for words, value in _PROPERTIES:
-        values = [{str(value(m)) for m in members} for _, members in groups]
-        if all(len(v) == 1 for v in values) and len({next(iter(v)) for v in values}) == len(groups) \
-                and None not in {next(iter(v)) for v in values} and "None" not in {next(iter(v)) for v in values}:
-            described = []
-            for index, ((_, members), shared) in enumerate(zip(groups, values)):
-                names = [_name(m) for m in members]
-                who = describe_names(names) if len(names) <= 3 else \
-                    (f"{len(names)} models" if index == 0 else str(len(names)))
-                pattern = name_pattern(names) if len(names) > 3 else None
-                described.append(f"{who} {words} {next(iter(shared))}" + (f" ({pattern})" if pattern else ""))
-            hint = ("they hold different data sets: give each its own board" if words == "with K ="
-                    else "evaluate every model on the same rows")
-            break
+    if apart is not None and apart[0] == "task":
+        names = apart[1]
+        shown = names[:6]
+        listed = ", ".join(shown[:-1]) + " and " + shown[-1] if len(names) <= 6 else \
+            ", ".join(shown) + f" and {len(names) - 6} more"
+        return (f"the language models were evaluated on {len(groups)} tasks ({listed}), each on its own "
+                "questions: compare them within a task")
+    if apart is not None:
+        words, shared = apart
+        described = []
+        for index, ((_, members), value) in enumerate(zip(groups, shared)):
+            names = [_name(m) for m in members]
+            who = describe_names(names) if len(names) <= 3 else \
+                (f"{len(names)} models" if index == 0 else str(len(names)))
+            pattern = name_pattern(names) if len(names) > 3 else None
+            described.append(f"{who} {words} {value}" + (f" ({pattern})" if pattern else ""))
+        hint = ("they hold different data sets: give each its own board" if words == "with K ="
+                else "evaluate every model on the same rows")
     else:  # the same K and row count: the same data set, in another order or relabelled
         described = []
         for fp, members in groups:
@@ -156,6 +180,61 @@ def leaderboard_warning(models) -> str | None:
     listed = ", ".join(described[:-1]) + " and " + described[-1]
     return (f"the models were not evaluated on the same rows: {len(groups)} groups, {listed}; their numbers are "
             f"comparable within a group only ({hint})")
+
+
+class Board(NamedTuple):
+    """A group of models evaluated on the same rows: its ``label`` (what tells it from the other
+    groups: ``K = 10``, ``6,000 rows``, ``task arc_easy``), its ``heading`` (one line: ``K = 10: 35
+    models on the same 10,000 rows``) and its ``models`` (in the order given)."""
+
+    label: str
+    heading: str
+    models: list
+
+
+def boards(models) -> list[Board]:
+    """The leaderboards the models make: one per group of models evaluated on the same rows
+    (:func:`_grouped`, the groups of the rows warning, in the order the models come) when the
+    groups differ in K, in their number of rows or in their task; else one board, with an empty
+    label and heading: the models are one group, or the groups have the same K and number of rows
+    (the same data set in another order, or relabelled: the rows warning, :func:`board_warning`,
+    says how to put them on one board; a board per group would rank nothing).
+
+    >>> a = {"name": "a", "num_classes": 10, "fingerprint": {"rows": 6000, "labels": "01"}}
+    >>> b = {"name": "b", "num_classes": 100, "fingerprint": {"rows": 6000, "labels": "02"}}
+    >>> [(board.label, board.heading) for board in boards([a, b, a])]
+    [('K = 10', 'K = 10: 2 models on the same 6,000 rows'), ('K = 100', 'K = 100: 1 model on 6,000 rows')]
+    >>> [(board.label, len(board.models)) for board in boards([a, a])]
+    [('', 2)]
+    """
+    models = list(models)
+    groups, apart = _grouped(models)
+    if not groups or apart is None:
+        return [Board("", "", models)]
+    kind, values = apart
+    made = []
+    for (fp, members), value in zip(groups, values):
+        rows = fp.get("rows")
+        rows = f"{rows:,} rows" if isinstance(rows, int) else f"{rows} rows"
+        label = f"task {value}" if kind == "task" else f"K = {value}" if kind == "with K =" else value
+        count = f"{len(members)} model{'s' if len(members) > 1 else ''}"
+        if kind == "of":  # the label is the number of rows
+            where = " on the same rows" if len(members) > 1 else ""
+        else:
+            where = f" on the same {rows}" if len(members) > 1 else f" on {rows}"
+        made.append(Board(label, f"{label}: {count}{where}", members))
+    return made
+
+
+def board_warning(models) -> str | None:
+    """The rows warning (:func:`leaderboard_warning`) of models :func:`boards` keeps on one board (the
+    same K and number of rows, other rows); None when they are one group, or have a board per group."""
+    return leaderboard_warning(models) if len(boards(models)) == 1 else None
+
+
+def split_line(count: int) -> str:
+    """The line above the boards of models that were not evaluated on the same rows."""
+    return f"the models were split into {count} boards: they were not all evaluated on the same rows"
 
 
 def other_data_message(current: dict, baseline: dict, current_path: str, baseline_path: str) -> str | None:
