@@ -95,9 +95,9 @@ def evaluate(
     _note_ignored(ctx, result, files, options, drawing, errors_csv, group_col, bootstrap)
     show_warnings([(model.name, w) for model in result.models for w in model.warnings], no_warnings,
                   of=len(result.models))
-    from ..checks.common_ground import leaderboard_warning
+    from ..checks.common_ground import board_warning
 
-    other_rows = leaderboard_warning(result.models)
+    other_rows = board_warning(result.models)  # (None with a board per group of rows: the boards say it)
     if other_rows and not no_warnings:
         say(f"selcal: warning: {other_rows}")
 
@@ -217,7 +217,7 @@ def _write_figures(result, drawing, *, outputs, run_settings=None, order=None, q
     ls_alpha = None if drawing.ls_alpha is None else list(drawing.ls_alpha)
     common = {"ls_alpha": ls_alpha, "at_coverage": drawing.at_coverage, "notes": skipped, "outputs": outputs,
               "kinds": kinds, "workers": default_workers()}
-    from ..checks.common_ground import leaderboard_warning
+    from ..checks.common_ground import board_warning
     from ..report.html import zoo_selection
 
     order = order or [m.name for m in result.models]
@@ -236,6 +236,6 @@ def _write_figures(result, drawing, *, outputs, run_settings=None, order=None, q
                          plot_settings={"plot_format": fmt, "figures": None if kinds is None else ",".join(sorted(kinds)),
                                         **(run_settings or {})},
                          progress=progress, top=drawing.top, baselines=drawing.baselines, order=order,
-                         board_warnings=[leaderboard_warning(result.models)], **common)
+                         board_warnings=[board_warning(result.models)], **common)
             written.append(f"report written to {drawing.report}")
     return [f"note: {line}" for line in dict.fromkeys(skipped)] + written

@@ -372,6 +372,32 @@ def _warnings(result, notes: Sequence[str], board_warnings: Sequence[str] = ()) 
             "click a line for the details)<ul>" + "".join(items) + "</ul></section>")
 
 
+def _summary_table(models, score_names, summary, shown, marked: bool, heading: str = "") -> str:
+    """A summary table: a row per model of ``models`` (in their order), the AURC of every score of
+    ``score_names``, the registry's ``summary`` columns; ``heading``: its board's, above it (models
+    not evaluated on the same rows); ``marked``: the rows of the models ``shown`` in bold."""
+    parts = [(f"<p class='board'><strong>{_e(heading)}</strong></p>" if heading else "")
+             + "<div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
+             "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>"]
+    parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
+    parts += [f"<th>{_e(c.title or c.header)}{' (%)' if c.kind == 'pct' else ''}</th>" for c in summary]
+    parts.append("</tr></thead><tbody>")
+    for model in models:
+        cells = "".join(_cell(model.scores.get(s, {}).get("aurc"), "pct") for s in score_names)
+        cells += "".join(_cell(c.value(model.scores), c.kind) for c in summary)
+        fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
+        held = " (h)" if model.split == "holdout" else ""
+        k = "-" if model.num_classes is None else model.num_classes
+        row_class = " class='drawn'" if model.name in shown and marked else ""
+        parts.append(f"<tr{row_class}>"
+                     f"<td><a href='#{_anchor(model.name)}'>{_name(model.name)}</a></td>"
+                     f"<td data-v='{'' if model.num_classes is None else model.num_classes}'>{k}</td>"
+                     f"<td data-v='{model.n_eval}'>{model.n_eval:,}{held}</td>"
+                     f"<td data-v='{model.n_val or 0}'>{fitted}</td>{_cell(model.accuracy, 'pct')}{cells}</tr>")
+    parts.append("</tbody></table></div>")
+    return "\n".join(p for p in parts if p)
+
+
 def render_report(result, figures: Sequence | None = None, *, title: str = "selcal report",
                   plot_settings: dict[str, Any] | None = None, notes: Sequence[str] = (),
                   order: Sequence[str] | None = None, drawn: Sequence[str] | None = None,
@@ -412,32 +438,24 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
         + ". Fractions are shown as percent; the settings are at the <a href='#settings'>end</a>.</p>",
         _warnings(result, notes, board_warnings),
     ]
-    parts.append("<h2 id='summary'>Summary</h2><p class='note'>In the leaderboard's order; click a column's header "
-                 "to sort by it. evaluated: evaluation rows, (h) a random hold-out of the file.</p>"
-                 "<div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
-                 "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>")
+    from ..checks.common_ground import boards, split_line
+
+    split = boards(result.models)  # models not evaluated on the same rows: a summary table per board
+    intro = ("<h2 id='summary'>Summary</h2><p class='note'>In the leaderboard's order; click a column's header "
+             "to sort by it. evaluated: evaluation rows, (h) a random hold-out of the file.</p>")
+    if len(split) > 1:
+        parts += [intro, f"<p>{_e(split_line(len(split)).capitalize())}.</p>"]
     # the AURC of every score some model has, then the summary columns the registry's entries add
     score_names = [s for s in REGISTRY if any(s in m.scores for m in models)]
-    parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
     summary = [c for e in REGISTRY.values() if e.name in score_names for c in e.display.leaderboard
                if c.place in ("summary", "report") and c.kind in ("pct", "num")
                and any(c.value(m.scores) is not None for m in models)]
     summary.sort(key=lambda c: c.rank)
-    parts += [f"<th>{_e(c.title or c.header)}{' (%)' if c.kind == 'pct' else ''}</th>" for c in summary]
-    parts.append("</tr></thead><tbody>")
-    for model in models:
-        cells = "".join(_cell(model.scores.get(s, {}).get("aurc"), "pct") for s in score_names)
-        cells += "".join(_cell(c.value(model.scores), c.kind) for c in summary)
-        fitted = f"{model.n_val:,} ({_e(model.split)})" if model.n_val else _e(model.split)
-        held = " (h)" if model.split == "holdout" else ""
-        k = "-" if model.num_classes is None else model.num_classes
-        row_class = " class='drawn'" if model.name in shown and len(shown) < len(models) else ""
-        parts.append(f"<tr{row_class}>"
-                     f"<td><a href='#{_anchor(model.name)}'>{_name(model.name)}</a></td>"
-                     f"<td data-v='{'' if model.num_classes is None else model.num_classes}'>{k}</td>"
-                     f"<td data-v='{model.n_eval}'>{model.n_eval:,}{held}</td>"
-                     f"<td data-v='{model.n_val or 0}'>{fitted}</td>{_cell(model.accuracy, 'pct')}{cells}</tr>")
-    parts.append("</tbody></table></div>")
+    for board in split:
+        members = {id(m) for m in board.models}
+        table = _summary_table([m for m in models if id(m) in members], score_names, summary, shown,
+                               len(shown) < len(models), board.heading)
+        parts.append(table if len(split) > 1 else intro + table)
     # which calibrator is best per model on ECE, smooth ECE and AURC (when some model has calibrators)
     parts.append(calibrators.html_summary(
         models, _e, lambda m: f"<a href='#{_anchor(m.name)}-calibrators'>{_name(m.name)}</a>"))

@@ -168,14 +168,21 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
     and the best post-hoc one (fitted on validation rows) with their AURC, and the columns the
     registry's entries add (the gain from pnorm over MSP, ECE before and after temperature, ...).
 
+    Models not evaluated on the same rows (:func:`selcal.checks.common_ground.boards`) make a board
+    per group: each row then has the group's ``board`` (its label) and ``board_heading``, and the
+    rows come board by board (in the order of the models), each board sorted on its own.
     Sorted by ``sort_by`` (any column of the CSV), best first (direction-aware); undefined values
     last; by default by the swept value with ``sweep`` (ascending), else by the best score's AURC.
     ``sweep``: the name of a swept hyperparameter (``extra["sweep"]`` of each model, from
     ``--sweep NAME``), added as the column NAME after the model's name.
     """
+    from ..checks.common_ground import boards
+
     column_scores = list(dict.fromkeys(name for model in result.models for name in model.scores
                                        if "column" in model.scores[name]))
     sort_by = sort_column(sort_by, sweep, column_scores)
+    split = boards(result.models)
+    board_of = {id(model): (index, board) for index, board in enumerate(split) for model in board.models}
     rows = []
     for model in result.models:
         scores = model.scores
@@ -207,8 +214,11 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
             row[column.key] = column.value(scores)
             if column.flag_key:
                 row[column.flag_key] = column.flag(scores)
+        if len(split) > 1:  # models not evaluated on the same rows: a board per group (not a column of the tables)
+            row["board"], row["board_heading"] = board_of[id(model)][1].label, board_of[id(model)][1].heading
         rows.append(row)
     lower_is_better = _column_info(sort_by)[2]
+    order = {id(row): board_of[id(model)][0] for row, model in zip(rows, result.models)}
 
     def key(row):
         value = len(row["warnings"]) if sort_by == "warnings" else row[sort_by]
@@ -218,7 +228,25 @@ def leaderboard(result: EvaluationResult, sort_by: str | None = None,
             return (0, value)
         return (0, value if lower_is_better else -value)
 
-    return sorted(rows, key=key)
+    return sorted(rows, key=lambda row: (order[id(row)], key(row)))
+
+
+def _boards(rows: list[dict[str, Any]]) -> list[tuple[str | None, list[dict[str, Any]]]]:
+    """The boards of the rows (heading, rows), as :func:`leaderboard` ordered them; one board with no
+    heading when the models were evaluated on the same rows (no row has a ``board``)."""
+    if not any(row.get("board") for row in rows):
+        return [(None, rows)]
+    split: dict[str, list] = {}
+    for row in rows:
+        split.setdefault(row["board_heading"], []).append(row)
+    return list(split.items())
+
+
+def _split_line(boards: list) -> list[str]:
+    """[the line above several boards] or [] for one board."""
+    from ..checks.common_ground import split_line
+
+    return [split_line(len(boards))] if len(boards) > 1 else []
 
 
 def _column_info(column: str) -> tuple:
@@ -324,10 +352,25 @@ def stacked(columns: list, fits) -> list[list]:
 
 def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     """The leaderboard as rich tables (percent columns labelled), then its note and the calibrators
-    side by side. Every line fits the console: stacked tables of the columns that fit, a long model
+    side by side; models not evaluated on the same rows: a line saying so, then each board's tables
+    under its heading. Every line fits the console: stacked tables of the columns that fit, a long model
     name cut in its middle (the full names are in the CSV, Markdown and JSON); the notes wrapped at
     word boundaries to at most :data:`MAX_LINE` columns. The command line gives a pipe a console of
     :data:`MAX_LINE` columns (:data:`PIPE_WIDTH`), so that no line of a CI log is longer."""
+    boards = _boards(rows)
+    for line in _split_line(boards):
+        calibrators.say(console, line)
+    for heading, board in boards:
+        if heading is not None:  # a blank line, the board's heading, its tables
+            console.print()
+            calibrators.say(console, heading)
+        _render_tables(board, console)
+    calibrators.say(console, _leaderboard_note(_shown_columns(rows), rows))  # wrapped at word boundaries, at most 100 columns
+    calibrators.render_terminal(rows, console)
+
+
+def _render_tables(rows: list[dict[str, Any]], console) -> None:
+    """The tables of one board (stacked when too wide for the console)."""
     from rich.table import Table
 
     columns = _shown_columns(rows)
@@ -370,33 +413,41 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
         if index:
             console.print()
         console.print(table_of(group))
-    calibrators.say(console, _leaderboard_note(columns, rows))  # wrapped at word boundaries, at most 100 columns
-    calibrators.render_terminal(rows, console)
 
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     """A GitHub-flavoured Markdown table (for a PR comment); names and warnings escaped
-    (:func:`selcal.escape.markdown_text`)."""
+    (:func:`selcal.escape.markdown_text`). Models not evaluated on the same rows: a line saying so,
+    then a table per board, each under its heading in bold."""
     from ..escape import markdown_text as md
 
+    def table(board: list[dict[str, Any]]) -> str:
+        columns = _shown_columns(board)
+        lines = ["| " + " | ".join(md(_column_info(c)[0]) for c in columns) + " |",
+                 "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
+        for row in board:
+            lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
+        return "\n".join(lines)
+
+    boards = _boards(rows)
+    blocks = [md(line[:1].upper() + line[1:] + ".") for line in _split_line(boards)] + [
+        (f"**{md(heading)}**\n\n" if heading is not None else "") + table(board) for heading, board in boards]
     columns = _shown_columns(rows)
-    lines = ["| " + " | ".join(md(_column_info(c)[0]) for c in columns) + " |",
-             "|" + "|".join("---" if c == "model" else "---:" for c in columns) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(md(cell) for cell in _cells(row, columns)) + " |")
     from .warning_groups import warning_lines
 
     warnings = [f"- {md(line)}" for line in warning_lines([(row["model"], text) for row in rows
                                                           for text in row.get("warnings", ())], len(rows))]
     compared = calibrators.markdown(rows)  # msp, temp and the calibrators side by side, when some model has them
-    return "\n".join(lines) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
+    return "\n\n".join(blocks) + f"\n\n{_leaderboard_note(columns, rows)}\n" + (
         f"\n{compared}" if compared else "") + (
         "\n**Warnings**\n\n" + "\n".join(warnings) + "\n" if warnings else "")
 
 
 def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
     """CSV with fractions at full precision (not percent), one row per model; ``pnorm_fallback``
-    (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings."""
+    (true when pnorm fell back to MSP) follows ``p``, and ``warnings`` counts the model's warnings.
+    Models not evaluated on the same rows: one table still, a first column ``board`` (the label of
+    the model's board), the rows board by board."""
     import polars as pl
 
     from ..options import DEFAULT_SCORES
@@ -417,6 +468,8 @@ def leaderboard_csv(rows: list[dict[str, Any]]) -> str:
         if column in flags:
             schema[flags[column]] = pl.Boolean
     schema.update(n_eval=pl.Int64, holdout=pl.Boolean, warnings=pl.Int64)
+    if any(row.get("board") for row in rows):  # models not evaluated on the same rows: their board first
+        schema = {"board": pl.Utf8, **schema}
     compared = calibrators.csv_columns(rows)  # SCORE.KEY, _low, _high of the calibrators compared
     schema.update({column: pl.Float64 for column in compared})
     from ..escape import csv_cell  # text a spreadsheet would run as a formula is neutralised

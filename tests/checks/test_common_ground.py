@@ -14,6 +14,7 @@ import pytest
 from helpers import CE, FOCAL, SAMPLES
 
 import selcal
+from selcal.checks.common_ground import leaderboard_warning
 from selcal.pipeline.identity import id_hashes, position_hashes
 
 
@@ -215,18 +216,22 @@ def test_every_models_json_has_the_fingerprint_of_its_evaluation_rows(tmp_path, 
 
 
 @pytest.mark.slow
-def test_leaderboard_of_other_rows_warns_naming_the_models(tmp_path, cli):
+def test_leaderboard_of_other_rows_is_a_board_per_group_naming_its_rows(tmp_path, cli):
     logits, labels, _, _ = sample(split="test")
     a = write(tmp_path / "a.parquet", logits, labels)
     b = write(tmp_path / "b.parquet", logits + np.float32(1), labels)
     c = write(tmp_path / "c.parquet", logits[:9000], labels[:9000])
-    same = cli("evaluate", a, b, "-q")
+    same = cli("evaluate", a, b)
     assert same.exit_code == 0 and "not evaluated on the same rows" not in same.stderr
-    other = cli("evaluate", a, b, c, "-q")
-    warning = [line for line in other.stderr.splitlines() if "not evaluated on the same rows" in line]
-    # grouped by their rows, each group named by what it shares (issue 34)
-    assert len(warning) == 1 and "2 groups, a and b of 8,000 rows and c of 7,200 rows" in warning[0], other.stderr
-    assert "not evaluated" not in cli("evaluate", a, b, c, "-q", "--no-warnings").stderr
+    assert "boards" not in same.stdout
+    other = cli("evaluate", a, b, c)
+    # grouped by their rows, each group named by what it shares (issue 34): a board each, no warning
+    assert "not evaluated on the same rows" not in other.stderr, other.stderr
+    lines = other.stdout.splitlines()
+    assert lines[0] == "the models were split into 2 boards: they were not all evaluated on the same rows"
+    assert "8,000 rows: 2 models on the same rows" in lines and "7,200 rows: 1 model" in lines
+    assert "2 groups, a and b of 8,000 rows and c of 7,200 rows" in leaderboard_warning(
+        selcal.evaluate([str(a), str(b), str(c)]).models)  # (the words study refuses with)
 
 
 @pytest.mark.slow

@@ -86,7 +86,8 @@ def test_the_leaderboard_marks_the_models_with_warnings_and_lists_them(cli, dump
     assert "(!): the model has warnings" in " ".join(result.stdout.split())  # (the note is wrapped)
     model_lines = [line for line in _stderr_warnings(result) if "not evaluated on the same rows" not in line]
     assert model_lines and all(" small: " in line for line in model_lines)
-    assert len(_stderr_warnings(result)) == len(model_lines) + 1  # and: the two files hold other rows
+    assert len(_stderr_warnings(result)) == len(model_lines)  # the two files hold other rows: a board each
+    assert result.stdout.startswith("the models were split into 2 boards: they were not all evaluated on the same")
     markdown = cli("evaluate", clean, small, "--scores", "msp,max_logit", "--markdown", "-", "--no-warnings")
     assert markdown.stderr == ""
     assert "small (!)" in markdown.stdout and "**Warnings**" in markdown.stdout and "- small: only" in markdown.stdout

@@ -11,6 +11,8 @@ calibration paper's models, whose source saved softmax probabilities as CSV text
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import sys
@@ -309,7 +311,9 @@ def test_questions_with_different_choice_counts(dumps):
 def test_a_folder_of_logs_is_a_leaderboard(cli):
     out = cli("evaluate", str(LOGS), "--scores", "msp", "--csv", "-", "-q")
     assert out.exit_code == 0, out.output
-    names = [line.split(",")[0] for line in out.stdout.splitlines()[1:]]
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    names = [row["model"] for row in rows]
+    assert all(row["board"] == "task " + row["model"].split("/", 1)[1] for row in rows)  # two models: a board per task
     assert sorted(names) == sorted([f"synthetic__llm-{size}/{task}" for size in ("small", "large")
                                     for task in ("mmlu_synth", "arc_synth (3 choices)", "arc_synth (4 choices)",
                                                  "arc_synth (5 choices)")])

@@ -153,13 +153,14 @@ def test_the_rows_warning_groups_models_by_what_they_share():
 
 
 @pytest.mark.slow
-def test_one_language_models_tasks_do_not_warn_about_rows_and_two_models_name_the_tasks(cli):
+def test_one_language_models_tasks_do_not_warn_about_rows_and_two_models_get_a_board_per_task(cli):
     one = cli("evaluate", LM / "synthetic__llm-large", "-q")
     assert one.exit_code == 0 and not [line for line in stderr_warnings(one) if "rows" in line and "task" in line]
     assert "not evaluated on the same rows" not in one.stderr
-    both = cli("evaluate", LM, "-q")
-    lines = [line for line in stderr_warnings(both) if "tasks" in line]
-    assert len(lines) == 1 and "evaluated on 4 tasks (arc_synth (3 choices)" in lines[0], both.stderr
+    both = cli("evaluate", LM)
+    assert not [line for line in stderr_warnings(both) if "tasks" in line]  # the boards say it
+    assert both.stdout.startswith("the models were split into 4 boards: they were not all evaluated on the same rows")
+    assert "\ntask arc_synth (3 choices): 2 models on the same 9 rows\n" in both.stdout
     assert "not evaluated on the same rows" not in both.stderr
 
 
