@@ -120,15 +120,16 @@ def int_logits(dtype, cast: str) -> str:
             "scale first: raw integer codes would give a wrong softmax)")
 
 
-def _cast(value, name: str, dtype: str = "") -> str:
-    """The conversion of ``value`` (the argument ``name``, of ``dtype``) to float32 in its own library's words."""
+def _cast(value, name: str, value_type: str) -> str:
+    """The conversion of ``value`` (the argument ``name``, of ``value_type``) to float32 in its own library's words."""
     library = _library(value)
     if library == "torch":
         return f"{name}.float()"
     if library == "polars":
-        return f"{name}.cast(pl.List(pl.Float32))" if dtype.startswith(("List", "Array")) else f"{name}.cast(pl.Float32)"
+        return (f"{name}.cast(pl.List(pl.Float32))" if value_type.startswith(("List", "Array"))
+                else f"{name}.cast(pl.Float32)")
     if library == "pandas":
-        return f"{name}.astype('float32')" if dtype != "object" else f"np.stack({name}).astype(np.float32)"
+        return f"{name}.astype('float32')" if value_type != "object" else f"np.stack({name}).astype(np.float32)"
     if isinstance(value, np.ndarray):
         return f"{name}.astype(np.float32)"
     return f"np.asarray({name}, dtype=np.float32)"
