@@ -291,7 +291,8 @@ def legend_below(ax, ncol: int = 1, handles=None):
 class RenderedFigure:
     """One figure as file content: ``stem`` (file name without extension), ``kind``,
     the model it shows (``None`` for figures across models), a caption, the bytes, and
-    ``models``, the names of the models it draws."""
+    ``models``, the names of the models it draws; ``board``: the label of its board, a figure across
+    the models of one board of several, else ""."""
 
     stem: str
     kind: str
@@ -301,6 +302,7 @@ class RenderedFigure:
     data: bytes
     path: Path | None = None
     models: tuple[str, ...] = ()
+    board: str = ""
 
 
 # Nothing may be drawn closer than this to the border of a figure, in pixels at savefig.dpi.

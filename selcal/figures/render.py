@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..metrics import calibration
 from ..errors import SelcalError
@@ -34,8 +34,8 @@ from .vmax import figure_vmax_msp, figure_vmax_msp_overlay, vmax_msp_skip_reason
 from .base import PLOT_FORMATS, RenderedFigure, mpl, render, safe_stem, style
 from .data import DEFAULT_AT_COVERAGE, DEFAULT_MAX_POINTS, overlay_pages, vmax_msp_limits
 
-__all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "TILES", "Job", "plan_figures", "parse_kinds", "render_figures",
-           "write_plots"]
+__all__ = ["FIGURE_KINDS", "FIGURE_FAMILIES", "TILES", "Job", "ZooBoard", "board_tag", "plan_figures", "parse_kinds",
+           "render_figures", "write_plots"]
 
 # Figures of one model, one file each; FIGURE_KINDS are those every model with logits gets.
 FIGURE_KINDS = ("rc", "reliability", "smooth", "vmax_msp", "pnorm_search")
@@ -45,6 +45,31 @@ OVERLAY_PROFILE_MODELS = 6  # more models: one profile figure per model only
 TILES = {"overlay_vmax_msp": "vmax_msp"}
 # Fewer jobs than this are drawn in the calling process: starting workers costs about as much.
 PARALLEL_FROM = 4
+
+
+class ZooBoard(NamedTuple):
+    """The models of one board (:func:`selcal.checks.common_ground.boards`) that its figures across
+    models draw: its ``label`` and ``heading``, the ``indices`` into the result's models (None: every
+    model), the ``note`` their captions get, ``whole``: the board's every model is drawn."""
+
+    label: str
+    heading: str
+    indices: list[int] | None
+    note: str = ""
+    whole: bool = False
+
+
+def board_tag(label: str) -> str:
+    """A board's label as a part of a file name: ``K = 10`` -> ``k10``, ``6,000 rows`` -> ``6000-rows``,
+    ``task arc_easy`` -> ``task-arc_easy``.
+
+    >>> board_tag("K = 10"), board_tag("6,000 rows"), board_tag("task arc_easy")
+    ('k10', '6000-rows', 'task-arc_easy')
+    """
+    import re
+
+    text = re.sub(r"\s*=\s*", "", label.lower()).replace(",", "")
+    return re.sub(r"[^a-z0-9._]+", "-", text).strip("-._")[:60] or "board"
 
 
 def parse_kinds(text: str | Sequence[str] | None) -> frozenset[str] | None:
@@ -70,6 +95,7 @@ class Job:
     models: tuple[int, ...]
     many: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    board: str = ""  # a figure across models of one board of several (its label), else ""
 
 
 def _alphas_for(models, ls_alpha) -> list[float | None]:
@@ -104,7 +130,7 @@ def _has_probability_score(model) -> bool:
 def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                  max_points: int | None = DEFAULT_MAX_POINTS, kinds=None, notes: list[str] | None = None,
                  overview: Sequence[int] | None = None, per_model: Sequence[int] | None = None,
-                 overview_note: str = "") -> list[Job]:
+                 overview_note: str = "", boards: Sequence[ZooBoard] | None = None) -> list[Job]:
     """The figures of ``result``, in the order they are written, and why others are not drawn.
 
     Across models, when there are several: ``overlay_rc``; ``overlay_vmax_msp`` (for more
@@ -122,6 +148,10 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
     best k and any baseline; None: every model), ``overview_note`` added to their captions (which
     models, where the rest are listed); ``per_model``, the models that get their own figures
     (None: every model; the HTML report draws only those it shows). The sweep figures keep every model.
+    ``boards``: several boards (models not evaluated on the same rows, :class:`ZooBoard`): the
+    figures across models are drawn once per board, each of its models only (``overview`` and
+    ``overview_note`` unused), captioned with its heading, its label in the file name
+    (``overlay_rc_k10``, :func:`board_tag`); one board or None: ``overview``'s, as above.
     """
     notes = notes if notes is not None else []
     models = list(result.models)
@@ -132,7 +162,7 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
     jobs: list[Job] = []
     used: set[str] = set()
 
-    def add(kind, family, model, caption, draw, indices, many=False, stem=None, **options):
+    def add(kind, family, model, caption, draw, indices, many=False, stem=None, board="", **options):
         if wanted is not None and family not in wanted:
             return
         base = stem or (f"{safe_stem(models[model].name)}_{kind}" if model is not None else kind)
@@ -141,62 +171,89 @@ def plan_figures(result, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVER
             unique, i = f"{base}-{i}", i + 1
         used.add(unique)
         jobs.append(Job(unique, kind, family, None if model is None else models[model].name, caption, draw,
-                        tuple(indices), many, options))
+                        tuple(indices), many, options, board))
 
     def note(family, line):
         if wanted is None or family in wanted:
             notes.append(line)
 
-    everyone = range(len(models)) if overview is None else list(overview)
+    if boards is None or len(boards) < 2:
+        boards = [ZooBoard("", "", None if overview is None else list(overview), overview_note)]
     own = set(range(len(models)) if per_model is None else per_model)
-    suffix = f" {overview_note}" if overview_note else ""
-    vmax_reasons = [vmax_msp_skip_reason(m) if i in own or i in everyone else None for i, m in enumerate(models)]
-    if len(models) > 1:
-        add("overlay_rc", "rc", None, ("Risk–coverage of every model, one panel per score." if overview is None
-                                       else "Risk–coverage, one panel per score.") + suffix,
-            figure_rc_overlay, everyone, many=True, max_points=max_points)
-        drawn = [i for i in everyone if vmax_reasons[i] is None]
-        by_reason: dict[str, list[str]] = {}
-        for i in everyone:
-            m, reason = models[i], vmax_reasons[i]
-            if reason is not None and "msp" in m.scores:
-                by_reason.setdefault(reason, []).append(m.name)
-        left_out = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
-        if len(drawn) >= 2:
-            if left_out:
-                note("vmax_msp", f"overlay_vmax_msp leaves out {'; '.join(left_out)}")
-            pages = overlay_pages(len(drawn))
-            limits = None
-            if len(pages) > 1 and (wanted is None or "vmax_msp" in wanted):
-                limits = vmax_msp_limits([vmax_stats(models[i]) for i in drawn])
-            for number, page in enumerate(pages, 1):
-                chosen = [drawn[i] for i in page]
-                which = "" if len(pages) == 1 else \
-                    f" Models {page.start + 1}–{page.stop} of {len(drawn)}; upper panels share their y axis " \
-                    f"across all {len(pages)} figures."
-                add("overlay_vmax_msp", "vmax_msp", None, "Max logit given MSP, correct vs incorrect, per model." + which
-                    + suffix,
-                    figure_vmax_msp_overlay, chosen, many=True,
-                    stem="overlay_vmax_msp" if len(pages) == 1 else f"overlay_vmax_msp_{number}",
-                    ls_alphas=[alphas[i] for i in chosen], limits=limits, page=(number, len(pages)))
-        elif left_out:
-            note("vmax_msp", f"overlay_vmax_msp not drawn: fewer than two models can be drawn; {'; '.join(left_out)}")
-    if any(models[i].groups is not None for i in everyone):
-        add("errors_by_group", "errors_by_group", None,
-            f"Errors accepted at {100 * at_coverage:g}% coverage, stacked by group." + suffix,
-            figure_errors_by_group, everyone, many=True, coverage=at_coverage)
+    shown: set[int] = set()
+    for board in boards:
+        shown |= set(range(len(models)) if board.indices is None else board.indices)
+    vmax_reasons = [vmax_msp_skip_reason(m) if i in own or i in shown else None for i, m in enumerate(models)]
+    tag = {board.label: "" if not board.label else "_" + board_tag(board.label) for board in boards}
+
+    def across(board):
+        """The figures across the models of one board (every board's: one board)."""
+        everyone = range(len(models)) if board.indices is None else list(board.indices)
+        every = board.indices is None or board.whole
+        head = f"{board.heading}. " if board.heading else ""
+        suffix = f" {board.note}" if board.note else ""
+        end = tag[board.label]
+        if len(models) > 1:
+            add("overlay_rc", "rc", None, head + ("Risk–coverage of every model, one panel per score." if every
+                                                  else "Risk–coverage, one panel per score.") + suffix,
+                figure_rc_overlay, everyone, many=True, stem="overlay_rc" + end, board=board.label,
+                max_points=max_points)
+            drawn = [i for i in everyone if vmax_reasons[i] is None]
+            by_reason: dict[str, list[str]] = {}
+            for i in everyone:
+                m, reason = models[i], vmax_reasons[i]
+                if reason is not None and "msp" in m.scores:
+                    by_reason.setdefault(reason, []).append(m.name)
+            left_out = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+            if len(drawn) >= 2:
+                if left_out:
+                    note("vmax_msp", f"overlay_vmax_msp{end} leaves out {'; '.join(left_out)}")
+                pages = overlay_pages(len(drawn))
+                limits = None
+                if len(pages) > 1 and (wanted is None or "vmax_msp" in wanted):
+                    limits = vmax_msp_limits([vmax_stats(models[i]) for i in drawn])
+                for number, page in enumerate(pages, 1):
+                    chosen = [drawn[i] for i in page]
+                    which = "" if len(pages) == 1 else \
+                        f" Models {page.start + 1}–{page.stop} of {len(drawn)}; upper panels share their y axis " \
+                        f"across all {len(pages)} figures."
+                    add("overlay_vmax_msp", "vmax_msp", None, head + "Max logit given MSP, correct vs incorrect, "
+                        "per model." + which + suffix,
+                        figure_vmax_msp_overlay, chosen, many=True,
+                        stem=("overlay_vmax_msp" if len(pages) == 1 else f"overlay_vmax_msp_{number}") + end,
+                        board=board.label, ls_alphas=[alphas[i] for i in chosen], limits=limits,
+                        page=(number, len(pages)))
+            elif left_out:
+                note("vmax_msp", f"overlay_vmax_msp{end} not drawn: fewer than two models can be drawn; "
+                     f"{'; '.join(left_out)}")
+        if any(models[i].groups is not None for i in everyone):
+            add("errors_by_group", "errors_by_group", None,
+                head + f"Errors accepted at {100 * at_coverage:g}% coverage, stacked by group." + suffix,
+                figure_errors_by_group, everyone, many=True, stem="errors_by_group" + end, board=board.label,
+                coverage=at_coverage)
+
+    def profiles(board):
+        everyone = range(len(models)) if board.indices is None else list(board.indices)
+        profiled = [i for i in everyone if models[i].rows is not None and models[i].rows.profile is not None
+                    and raw_logits(models[i])]
+        if 1 < len(profiled) <= OVERLAY_PROFILE_MODELS:
+            add("overlay_logit_profile", "logit_profile", None,
+                (f"{board.heading}. " if board.heading else "")
+                + "Sorted logits (v, v^p, exp v), mean ± std per rank, every model; solid: correct, "
+                "dashed: incorrect.",
+                figure_logit_profile, profiled, many=True, stem="overlay_logit_profile" + tag[board.label],
+                board=board.label)
+
+    for board in boards:
+        across(board)
     for name in sorted({key for m in models for key in (m.extra.get("sweep") or {})}):
         swept = [i for i, m in enumerate(models) if name in (m.extra.get("sweep") or {})]
         add(f"sweep_{safe_stem(name)}", "sweep", None,
             f"Headline metrics against {name}: accuracy, AURC and coverage at risk of every score, "
             "ECE and adaptive ECE before and after temperature scaling.", figure_sweep_of, swept, many=True,
             name=name)
-    profiled = [i for i in everyone if models[i].rows is not None and models[i].rows.profile is not None
-                and raw_logits(models[i])]
-    if 1 < len(profiled) <= OVERLAY_PROFILE_MODELS:
-        add("overlay_logit_profile", "logit_profile", None,
-            "Sorted logits (v, v^p, exp v), mean ± std per rank, every model; solid: correct, dashed: incorrect.",
-            figure_logit_profile, profiled, many=True)
+    for board in boards:
+        profiles(board)
     for index, (model, alpha, vmax_reason) in enumerate(zip(models, alphas, vmax_reasons)):
         if index not in own:
             continue
@@ -346,7 +403,8 @@ def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_cove
                    max_points: int | None = DEFAULT_MAX_POINTS, notes: list[str] | None = None, kinds=None,
                    workers: int = 1, progress: Callable[[int, int], None] | None = None,
                    skip_tiled: bool = False, overview: Sequence[int] | None = None,
-                   per_model: Sequence[int] | None = None, overview_note: str = "") -> Iterator[RenderedFigure]:
+                   per_model: Sequence[int] | None = None, overview_note: str = "",
+                   boards: Sequence[ZooBoard] | None = None) -> Iterator[RenderedFigure]:
     """Every figure of :func:`plan_figures`, drawn and rendered, one at a time in plan order.
 
     ``workers``: processes that draw (1, the default, draws here; ``selcal evaluate`` passes
@@ -357,12 +415,13 @@ def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_cove
     ``notes``: see :func:`plan_figures`. ``skip_tiled`` (the HTML report, which shows a model's figure of
     a kind in :data:`TILES` only as a tile of the figure across models): such a figure is yielded with
     its caption and no bytes, undrawn, unless the figure across models has nothing to show.
-    ``overview``, ``per_model``, ``overview_note``: a zoo's figures (see :func:`plan_figures`).
+    ``overview``, ``per_model``, ``overview_note``, ``boards``: a zoo's figures (see :func:`plan_figures`).
     """
     models = list(result.models)
     _validate(fmt, ls_alpha, at_coverage, len(models))
     jobs = plan_figures(result, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points, kinds=kinds,
-                        notes=notes, overview=overview, per_model=per_model, overview_note=overview_note)
+                        notes=notes, overview=overview, per_model=per_model, overview_note=overview_note,
+                        boards=boards)
     if skip_tiled:
         yield from _render_untiled(jobs, models, fmt, workers, progress)
         return
@@ -375,7 +434,7 @@ def render_figures(result, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_cove
                 progress(done, len(jobs))
             if data is not None:
                 yield RenderedFigure(stem=job.stem, kind=job.kind, model=job.model, caption=job.caption, format=fmt,
-                                     data=data, models=tuple(models[i].name for i in job.models))
+                                     data=data, models=tuple(models[i].name for i in job.models), board=job.board)
     finally:
         drawn.close()
 
@@ -406,15 +465,15 @@ def _render_untiled(jobs: Sequence[Job], models: Sequence, fmt: str, workers: in
     for k, job in enumerate(jobs):
         if data[k] is not None:
             yield RenderedFigure(stem=job.stem, kind=job.kind, model=job.model, caption=job.caption, format=fmt,
-                                 data=data[k], models=tuple(models[i].name for i in job.models))
+                                 data=data[k], models=tuple(models[i].name for i in job.models), board=job.board)
 
 
 def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
                 max_points: int | None = DEFAULT_MAX_POINTS, keep_data: bool = False,
                 notes: list[str] | None = None, outputs: Outputs | None = None, kinds=None,
                 workers: int = 1, progress: Callable[[int, int], None] | None = None,
-                overview: Sequence[int] | None = None, overview_note: str = ""
-                ) -> list[RenderedFigure]:
+                overview: Sequence[int] | None = None, overview_note: str = "",
+                boards: Sequence[ZooBoard] | None = None) -> list[RenderedFigure]:
     """Write every figure of :func:`render_figures` into ``folder`` (created if missing).
 
     The figures appear together when all are drawn (none if one fails). Returns the figures
@@ -422,13 +481,14 @@ def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at
     an HTML report as well). ``notes`` receives the figures not drawn, with the reason (see
     :func:`plan_figures`). ``outputs``: stage the files in that transaction instead, for
     the caller to commit with its other outputs. ``kinds``, ``workers``, ``progress``: see
-    :func:`render_figures`.
+    :func:`render_figures`; ``overview``, ``overview_note``, ``boards``: a zoo's (:func:`plan_figures`).
     """
     if outputs is None:
         with Outputs() as own:
             return write_plots(result, folder, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage,
                                max_points=max_points, keep_data=keep_data, notes=notes, outputs=own, kinds=kinds,
-                               workers=workers, progress=progress, overview=overview, overview_note=overview_note)
+                               workers=workers, progress=progress, overview=overview, overview_note=overview_note,
+                               boards=boards)
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise SelcalError(f"{folder}: is a file; --plots takes a folder")
@@ -437,7 +497,7 @@ def write_plots(result, folder, fmt: str = PLOT_FORMATS[0], *, ls_alpha=None, at
     written = []
     for rendered in render_figures(result, fmt, ls_alpha=ls_alpha, at_coverage=at_coverage, max_points=max_points,
                                    notes=notes, kinds=kinds, workers=workers, progress=progress, overview=overview,
-                                   overview_note=overview_note):
+                                   overview_note=overview_note, boards=boards):
         path = folder / f"{rendered.stem}.{fmt}"
         outputs.write(path, rendered.data)
         rendered.path = path
