@@ -55,7 +55,7 @@ def evaluate(
     engine: str = typer.Option(RUN.engine, "--engine", help="local (this process) or ray (one Ray task per model, on RAY_ADDRESS or a local Ray): the same numbers."),
     rank_maps: int = typer.Option(FIGURES.rank_maps, "--rank-maps", metavar="N", help="Segmentation folders with --plots: uncertainty-rank maps of the N images with the most confident errors."),
     rank_maps_of: Optional[str] = typer.Option(None, "--rank-maps-of", metavar="ID,...", help="Segmentation folders with --plots: rank maps of these images instead."),
-    top: int = typer.Option(FIGURES.top, "--top", metavar="K", help="A zoo (more than K models): the figures across models (--plots, --report) draw the K best of the leaderboard and every --baseline, the rest listed; the report draws only their own figures and folds the other models' sections."),
+    top: int = typer.Option(FIGURES.top, "--top", metavar="K", help="A zoo (more than K models): the figures across models (--plots, --report) draw the K best of the leaderboard (of each board, when the models were not all evaluated on the same rows) and every --baseline, the rest listed; the report draws only their own figures and folds the other models' sections."),
     baselines: Optional[List[str]] = typer.Option(None, "--baseline", metavar="MODEL", help="A model (its name or TEST file) always drawn in a zoo's figures across models, whatever its rank; repeatable."),
     quiet: bool = shared("quiet"),
     no_warnings: bool = typer.Option(False, "--no-warnings", help=NO_WARNINGS_HELP),
@@ -218,16 +218,18 @@ def _write_figures(result, drawing, *, outputs, run_settings=None, order=None, q
     common = {"ls_alpha": ls_alpha, "at_coverage": drawing.at_coverage, "notes": skipped, "outputs": outputs,
               "kinds": kinds, "workers": default_workers()}
     from ..checks.common_ground import board_warning
-    from ..report.html import zoo_selection
+    from ..report.html import drawn_of, zoo_boards
 
     order = order or [m.name for m in result.models]
-    overview, overview_note = zoo_selection(result, order, drawing.top, drawing.baselines)  # (refuses a bad name)
+    zoo = zoo_boards(result, order, drawing.top, drawing.baselines)  # a board's each (refuses a bad name)
+    overview, overview_note = drawn_of(zoo, len(result.models))
     with count_bar("figures", enabled=not quiet) as progress:
         if drawing.plots is not None:
             from ..figures import write_plots
 
             figures = write_plots(result, drawing.plots, fmt, keep_data=drawing.report is not None and fmt in ("png", "svg"),
-                                  progress=progress, overview=overview, overview_note=overview_note, **common)
+                                  progress=progress, overview=overview, overview_note=overview_note, boards=zoo,
+                                  **common)
             written.append(f"{len(figures)} figures written to {drawing.plots}")
         if drawing.report is not None:
             from ..report.html import write_report

@@ -28,7 +28,7 @@ from . import calibrators, fit_notes, metric_sections
 from ..scores import REGISTRY
 from ..options import DEFAULT_AT_COVERAGE, DEFAULT_TOP
 
-__all__ = ["render_report", "write_report", "zoo_selection"]
+__all__ = ["render_report", "write_report", "zoo_boards", "zoo_selection"]
 
 _MIME = {"png": "image/png", "svg": "image/svg+xml"}
 _WIDE_KINDS = ("reliability", "smooth", "logit_profile", "errors_by_group")  # panels side by side: a whole row
@@ -246,10 +246,12 @@ def _tiled(figures) -> dict[tuple[str, str], tuple[Any, int, int]]:
 
     out = {}
     for kind, tile in TILES.items():
-        pages = [f for f in figures if f.model is None and f.kind == kind and f.data]
-        for number, page in enumerate(pages, 1):
-            for name in getattr(page, "models", ()):
-                out.setdefault((name, tile), (page, number, len(pages)))
+        across = [f for f in figures if f.model is None and f.kind == kind and f.data]
+        for board in dict.fromkeys(getattr(f, "board", "") for f in across):  # a board's pages are numbered apart
+            pages = [f for f in across if getattr(f, "board", "") == board]
+            for number, page in enumerate(pages, 1):
+                for name in getattr(page, "models", ()):
+                    out.setdefault((name, tile), (page, number, len(pages)))
     return out
 
 
@@ -372,11 +374,13 @@ def _warnings(result, notes: Sequence[str], board_warnings: Sequence[str] = ()) 
             "click a line for the details)<ul>" + "".join(items) + "</ul></section>")
 
 
-def _summary_table(models, score_names, summary, shown, marked: bool, heading: str = "") -> str:
+def _summary_table(models, score_names, summary, shown, marked: bool, heading: str = "", link: str = "") -> str:
     """A summary table: a row per model of ``models`` (in their order), the AURC of every score of
     ``score_names``, the registry's ``summary`` columns; ``heading``: its board's, above it (models
-    not evaluated on the same rows); ``marked``: the rows of the models ``shown`` in bold."""
-    parts = [(f"<p class='board'><strong>{_e(heading)}</strong></p>" if heading else "")
+    not evaluated on the same rows; ``link``: the anchor of its figures across models); ``marked``: the
+    rows of the models ``shown`` in bold."""
+    parts = [(f"<p class='board'><strong>{_e(heading)}</strong>"
+              + (f" · <a href='#{link}'>its figures across models</a>" if link else "") + "</p>" if heading else "")
              + "<div class='scroll'><table class='summary'><thead><tr><th>model</th><th>K</th>"
              "<th>evaluated</th><th>fitted on</th><th>accuracy (%)</th>"]
     parts += [f"<th>AURC {_e(s)} (%)</th>" for s in score_names]
@@ -396,6 +400,17 @@ def _summary_table(models, score_names, summary, shown, marked: bool, heading: s
                      f"<td data-v='{model.n_val or 0}'>{fitted}</td>{_cell(model.accuracy, 'pct')}{cells}</tr>")
     parts.append("</tbody></table></div>")
     return "\n".join(p for p in parts if p)
+
+
+def _board_anchor(label: str) -> str:
+    from ..figures.render import board_tag
+
+    return f"across-{board_tag(label)}"
+
+
+def _not_drawn(rest, where: str) -> str:
+    return (f"<details><summary>{len(rest)} models not drawn ({where}, in its order)</summary>"
+            + ", ".join(f"<a href='#{_anchor(m.name)}'>{_name(m.name)}</a>" for m in rest) + "</details>")
 
 
 def render_report(result, figures: Sequence | None = None, *, title: str = "selcal report",
@@ -453,8 +468,10 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     summary.sort(key=lambda c: c.rank)
     for board in split:
         members = {id(m) for m in board.models}
+        link = _board_anchor(board.label) if any(f.model is None and getattr(f, "board", "") == board.label
+                                                  and board.label for f in figures) else ""
         table = _summary_table([m for m in models if id(m) in members], score_names, summary, shown,
-                               len(shown) < len(models), board.heading)
+                               len(shown) < len(models), board.heading, link)
         parts.append(table if len(split) > 1 else intro + table)
     # which calibrator is best per model on ECE, smooth ECE and AURC (when some model has calibrators)
     parts.append(calibrators.html_summary(
@@ -462,14 +479,28 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     shared = [f for f in figures if f.model is None]
     parts.append(_contents(models, bool(shared)))
     tiled = _tiled(figures)  # per-model figures a figure across models shows: embedded once, there
-    if shared:
+    if shared and len(split) > 1 and any(getattr(f, "board", "") for f in shared):
+        # a board's figures under its heading, after the figures of every board (a sweep's)
+        parts.append("<h2 id='across-models'>Across models</h2>")
+        common = [f for f in shared if not getattr(f, "board", "")]
+        if common:
+            parts.append("<div class='figures'>" + "".join(figure_html(f) for f in common) + "</div>")
+        for board in split:
+            own = [f for f in shared if getattr(f, "board", "") == board.label]
+            if not own:
+                continue
+            parts.append(f"<h3 id='{_board_anchor(board.label)}'>{_e(board.heading)}</h3><div class='figures'>"
+                         + "".join(figure_html(f) for f in own) + "</div>")
+            members = {id(m) for m in board.models}
+            rest = [m for m in models if id(m) in members and m.name not in shown]
+            if rest:
+                parts.append(_not_drawn(rest, "in its summary table"))
+    elif shared:
         parts.append("<h2 id='across-models'>Across models</h2><div class='figures'>")
         parts += [figure_html(f) for f in shared]
         parts.append("</div>")
         if len(shown) < len(models):
-            rest = [m for m in models if m.name not in shown]
-            parts.append(f"<details><summary>{len(rest)} models not drawn (in the summary, in its order)</summary>"
-                         + ", ".join(f"<a href='#{_anchor(m.name)}'>{_name(m.name)}</a>" for m in rest) + "</details>")
+            parts.append(_not_drawn([m for m in models if m.name not in shown], "in the summary"))
     for model in models:
         folded = model.name not in shown
         heading = f"<h2 id='{_anchor(model.name)}'>{_name(model.name)}</h2>"
@@ -512,7 +543,7 @@ def render_report(result, figures: Sequence | None = None, *, title: str = "selc
     return "\n".join(p for p in parts if p)
 
 
-def zoo_selection(result, order: Sequence[str], top: int, baselines: Sequence[str] = ()
+def zoo_selection(result, order: Sequence[str], top: int, baselines: Sequence[str] = (), of: str = "the leaderboard"
                   ) -> tuple[list[int] | None, str]:
     """The models a zoo's figures draw: the first ``top`` of ``order`` (the leaderboard's) and every
     model named in ``baselines`` (a name or a TEST path), as indices into ``result.models``, and the
@@ -540,11 +571,58 @@ def zoo_selection(result, order: Sequence[str], top: int, baselines: Sequence[st
     if len(chosen) >= len(names):
         return None, ""
     indices = [i for i, name in enumerate(names) if name in chosen]
-    note = (f"Drawn: the {len(best)} best models of the leaderboard"
+    note = (f"Drawn: the {len(best)} best models of {of}"
             + (f" and the baseline{'s' if len(set(wanted)) > 1 else ''} {', '.join(dict.fromkeys(wanted))}"
                if wanted else "")
             + f"; the other {len(names) - len(chosen)} are in the summary (--top K draws more).")
     return indices, note
+
+
+def zoo_boards(result, order: Sequence[str], top: int, baselines: Sequence[str] = ()) -> list:
+    """The models each board's figures across models draw (:class:`selcal.figures.render.ZooBoard`):
+    one board (the models are one group, :func:`selcal.checks.common_ground.boards`): that of
+    :func:`zoo_selection`, label and heading empty; several: per board, its first ``top`` models in
+    ``order`` and the ``baselines`` that belong to it (all of its models when they are no more).
+
+    >>> from types import SimpleNamespace as M
+    >>> fp = {"rows": 9, "labels": "0"}
+    >>> zoo = M(models=[M(name=n, path=n, num_classes=k, extra={"fingerprint": {**fp, "labels": str(k)}})
+    ...                 for n, k in zip("abcde", (3, 3, 3, 4, 4))])
+    >>> [(b.label, b.indices, b.whole) for b in zoo_boards(zoo, list("edcba"), 1, ["a"])]
+    [('K = 3', [0, 2], False), ('K = 4', [4], False)]
+    >>> [(b.label, b.indices, b.whole) for b in zoo_boards(zoo, list("edcba"), 2)][1]
+    ('K = 4', [3, 4], True)
+    """
+    from types import SimpleNamespace
+
+    from ..checks.common_ground import boards
+    from ..figures.render import ZooBoard
+
+    indices, note = zoo_selection(result, order, top, baselines)  # (refuses a baseline that names no model)
+    split = boards(result.models)
+    if len(split) < 2:
+        return [ZooBoard("", "", indices, note)]
+    where = {id(m): i for i, m in enumerate(result.models)}
+    made = []
+    for board in split:
+        members = list(board.models)
+        names = {m.name for m in members}
+        own = [b for b in baselines if any(b in (m.name, m.path, str(m.path)) for m in members)]
+        chosen, note = zoo_selection(SimpleNamespace(models=members), [n for n in order if n in names], top, own,
+                                     of="its board")
+        everyone = [where[id(m)] for m in members]
+        made.append(ZooBoard(board.label, board.heading,
+                             everyone if chosen is None else [everyone[i] for i in chosen], note, chosen is None))
+    return made
+
+
+def drawn_of(zoo, count: int) -> tuple[list[int] | None, str]:
+    """The models drawn (indices; None: every one of the ``count``) and the caption note of
+    :func:`zoo_boards`' boards: one board's own; several boards' drawn models together, no note."""
+    if len(zoo) == 1:
+        return zoo[0].indices, zoo[0].note
+    chosen = sorted({i for board in zoo for i in board.indices})
+    return (None if len(chosen) >= count else chosen), ""
 
 
 def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None, at_coverage: float = DEFAULT_AT_COVERAGE,
@@ -563,21 +641,24 @@ def write_report(result, path, figures: Sequence | None = None, *, ls_alpha=None
     :func:`selcal.figures.render_figures`). A zoo (more models than ``top``): the figures across
     models draw the ``top`` best models of the leaderboard (sorted by ``sort_by``) and the
     ``baselines`` (:func:`zoo_selection`), only those get their own figures, drawn, and every other
-    model's section is folded. ``board_warnings``: warnings about the board as a whole (the rows one).
-    ``order``: the models' names in the leaderboard's order, when the caller has it.
+    model's section is folded; models not evaluated on the same rows: the figures across models
+    once per board, each drawing that board's best (:func:`zoo_boards`). ``board_warnings``: warnings
+    about the board as a whole (the rows one). ``order``: the models' names in the leaderboard's
+    order, when the caller has it.
     """
     from ..figures import render_figures
     from .leaderboard import leaderboard
 
     order = list(order) if order is not None else [row["model"] for row in leaderboard(result, sort_by)]
-    chosen, note = zoo_selection(result, order, top, baselines)
+    zoo = zoo_boards(result, order, top, baselines)
+    chosen, note = drawn_of(zoo, len(result.models))
     drawn = None if chosen is None else [result.models[i].name for i in chosen]
     shown = list(notes or [])
     if figures is None or any(f.format not in _MIME or not f.data for f in figures):
         own: list[str] = []
         figures = list(render_figures(result, "png", ls_alpha=ls_alpha, at_coverage=at_coverage, notes=own,
                                       kinds=kinds, workers=workers, progress=progress, skip_tiled=True,
-                                      overview=chosen, per_model=chosen, overview_note=note))
+                                      overview=chosen, per_model=chosen, overview_note=note, boards=zoo))
         shown = own
         if notes is not None:
             notes.extend(n for n in own if n not in notes)

@@ -4,7 +4,8 @@ test-only dumps of 10 000 rows (8 000 evaluated), 20 with K = 100 and 35 with K 
 Asserted in headless Chromium at 1400 x 1000: the first screen holds the title, one line per kind of
 warning and the summary (a table per board, K = 100 and K = 10: the first's header and first rows);
 clicking a column's header sorts the rows of its table by it (and again the other way); the page stays under 8 MB and draws only the figures it shows (the
-best ``--top`` models and the baseline, every other model's section folded, with no figure)."""
+best ``--top`` models of each board and the baseline, every other model's section folded, with no figure; the
+figures across models once per board, under its heading)."""
 
 from __future__ import annotations
 
@@ -85,15 +86,20 @@ def test_a_zoo_report_stays_small_and_draws_only_what_it_shows(zoo_report):
     text = path.read_text(encoding="utf-8")
     assert path.stat().st_size < SIZE_BOUND, path.stat().st_size
     drawn = set(re.findall(r"<tr class='drawn'><td><a href='#(model-[^']+)'", text))
-    assert len(drawn) == TOP + 1 and "model-" + "".join(c if c.isalnum() else "-" for c in baseline) in drawn
-    assert text.count("<details class='model'>") == 55 - TOP - 1
+    assert len(drawn) == 2 * TOP + 1 and "model-" + "".join(c if c.isalnum() else "-" for c in baseline) in drawn
+    assert text.count("<details class='model'>") == 55 - 2 * TOP - 1
     figures = re.findall(r"<figure[^>]*id='figure-([^']+)'", text)
     own = [f for f in figures if not f.startswith(("overlay", "errors_by_group", "sweep"))]
     stems = {m.name.replace("/", "_") for m in result.models if "model-" + "".join(
         c if c.isalnum() else "-" for c in m.name) in drawn}
     assert own and all(any(f.startswith(stem + "_") for stem in stems) for f in own)  # the drawn models' only
-    assert len(own) <= 4 * (TOP + 1)  # rc, reliability, smooth, pnorm_search of each model drawn, no more
-    assert "Drawn: the 8 best models of the leaderboard and the baseline" in text
+    assert len(own) <= 4 * (2 * TOP + 1)  # rc, reliability, smooth, pnorm_search of each model drawn, no more
+    # the figures across models: a board's under its heading, its best 8 (and the baseline, of K = 10)
+    across = text.split("<h2 id='across-models'>", 1)[1]
+    k100, k10 = across.index("<h3 id='across-k100'>K = 100: 20 models"), across.index("<h3 id='across-k10'>K = 10: 35")
+    assert k100 < across.index("id='figure-overlay_rc_k100'") < k10 < across.index("id='figure-overlay_rc_k10'")
+    assert "Drawn: the 8 best models of its board; the other 12 are in the summary" in across[k100:k10]
+    assert "Drawn: the 8 best models of its board and the baseline" in across[k10:]
     # warnings: one line per kind, with its count
     warnings = text.split("<section class='warnings'>", 1)[1].split("</section>", 1)[0]
     assert warnings.count("the logits look like log-probabilities (logsumexp") == 1  # one line for the 14 models
@@ -122,4 +128,4 @@ def test_the_first_screen_holds_the_summary_and_a_click_sorts(zoo_report, tmp_pa
     assert accuracy == sorted(accuracy, reverse=True) and measure["first"] != measure["before"]
     again = [float(v) for _, v in measure["second"]]
     assert again == sorted(again) and measure["sort"] == "ascending"
-    assert measure["folded"] == 55 - TOP - 1
+    assert measure["folded"] == 55 - 2 * TOP - 1
