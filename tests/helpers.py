@@ -190,6 +190,19 @@ class Dumps:
         return path
 
 
+def mixed_zoo(dumps: Dumps, ks=(4, 6), n: int = 300) -> list[str]:
+    """A zoo mixing data sets: three models per K, each K on its own rows (its labels), the files interleaved
+    (k4, k6, k4, ...): a board per K."""
+    paths: dict[int, list[str]] = {}
+    for k in ks:
+        _, labels = make_data(n=n, k=k, seed=k)
+        for j, sharpness in enumerate((0.5, 2.5, 1.2)):
+            logits, _ = make_data(n=n, k=k, seed=10 * k + j)
+            logits[np.arange(n), labels] += sharpness
+            paths.setdefault(k, []).append(str(dumps.npz(f"k{k}_m{j}.npz", logits, labels)))
+    return [path for group in zip(*paths.values()) for path in group]
+
+
 class Cli:
     """Runs ``selcal`` in-process; stdout and stderr are kept apart."""
 

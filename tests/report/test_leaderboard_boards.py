@@ -10,8 +10,7 @@ import io
 import json
 from pathlib import Path
 
-import numpy as np
-from helpers import make_data
+from helpers import mixed_zoo
 
 import selcal
 from selcal.checks.common_ground import board_warning, boards, leaderboard_warning
@@ -20,18 +19,6 @@ from selcal.report.html import render_report
 
 LM = Path(__file__).resolve().parents[2] / "sample_logits" / "lm_eval"
 SPLIT = "the models were split into 2 boards: they were not all evaluated on the same rows"
-
-
-def zoo(dumps, ks=(4, 6), n=300) -> list[str]:
-    """Three models per K, each K on its own rows (its labels), the files interleaved (k4, k6, k4, ...)."""
-    paths: dict[int, list[str]] = {}
-    for k in ks:
-        _, labels = make_data(n=n, k=k, seed=k)
-        for j, sharpness in enumerate((0.5, 2.5, 1.2)):
-            logits, _ = make_data(n=n, k=k, seed=10 * k + j)
-            logits[np.arange(n), labels] += sharpness
-            paths.setdefault(k, []).append(str(dumps.npz(f"k{k}_m{j}.npz", logits, labels)))
-    return [path for group in zip(*paths.values()) for path in group]
 
 
 def board_of(lines: list[str], heading: str) -> list[str]:
@@ -47,7 +34,7 @@ def board_of(lines: list[str], heading: str) -> list[str]:
 
 def test_a_mixed_zoo_gets_a_board_per_group_each_ranked_on_its_own(cli, dumps, tmp_path):
     md, board_csv, out = tmp_path / "board.md", tmp_path / "board.csv", tmp_path / "out.json"
-    result = cli("evaluate", *zoo(dumps), "--markdown", md, "--csv", board_csv, "--json", out,
+    result = cli("evaluate", *mixed_zoo(dumps), "--markdown", md, "--csv", board_csv, "--json", out,
                  "--sort-by", "accuracy")
     assert result.exit_code == 0, result.stderr
     models = {m["name"]: m for m in json.loads(out.read_text())["models"]}
@@ -112,7 +99,7 @@ def test_one_language_models_tasks_stay_one_board_and_two_models_get_a_board_per
 
 def test_a_zoo_of_one_group_shows_no_board_heading_and_no_board_column(cli, dumps, tmp_path):
     md, board_csv = tmp_path / "board.md", tmp_path / "board.csv"
-    paths = zoo(dumps, ks=(5,))
+    paths = mixed_zoo(dumps, ks=(5,))
     result = cli("evaluate", *paths, "--markdown", md, "--csv", board_csv)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("model ") and "board" not in result.stdout and "K = 5" not in result.stdout
@@ -122,7 +109,7 @@ def test_a_zoo_of_one_group_shows_no_board_heading_and_no_board_column(cli, dump
 
 
 def test_the_report_has_a_summary_table_per_board(dumps):
-    mixed = selcal.evaluate(zoo(dumps))
+    mixed = selcal.evaluate(mixed_zoo(dumps))
     page = render_report(mixed)
     assert page.count("<table class='summary'>") == 2 and SPLIT.capitalize() + "." in page
     page = page[page.index("id='summary'"):]  # (the warnings above link to the models too)
@@ -136,7 +123,7 @@ def test_the_report_has_a_summary_table_per_board(dumps):
 
 
 def test_the_board_column_is_in_the_csv_of_the_rows_only_with_several_boards(dumps):
-    result = selcal.evaluate(zoo(dumps))
+    result = selcal.evaluate(mixed_zoo(dumps))
     board = leaderboard(result)
     assert leaderboard_csv(board).startswith("board,model,")
     assert leaderboard_markdown(board).startswith(SPLIT.capitalize())

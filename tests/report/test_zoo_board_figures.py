@@ -7,32 +7,18 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-from helpers import make_data
+from helpers import mixed_zoo
 
 import selcal
 from selcal.figures.render import ZooBoard, plan_figures, render_figures
 from selcal.report import leaderboard
 from selcal.report.html import drawn_of, render_report, zoo_boards, zoo_selection
 
-def zoo(dumps, ks=(4, 6), n=300) -> list[str]:
-    """Three models per K, each K on its own rows (its labels), the files interleaved (k4, k6, k4, ...),
-    as in test_leaderboard_boards.py."""
-    paths: dict[int, list[str]] = {}
-    for k in ks:
-        _, labels = make_data(n=n, k=k, seed=k)
-        for j, sharpness in enumerate((0.5, 2.5, 1.2)):
-            logits, _ = make_data(n=n, k=k, seed=10 * k + j)
-            logits[np.arange(n), labels] += sharpness
-            paths.setdefault(k, []).append(str(dumps.npz(f"k{k}_m{j}.npz", logits, labels)))
-    return [path for group in zip(*paths.values()) for path in group]
-
-
 HEADINGS = {"K = 4": "K = 4: 3 models on the same 240 rows", "K = 6": "K = 6: 3 models on the same 240 rows"}
 
 
 def mixed(dumps):
-    result = selcal.evaluate(zoo(dumps))  # three models with K = 4, three with K = 6, interleaved
+    result = selcal.evaluate(mixed_zoo(dumps))  # three models with K = 4, three with K = 6, interleaved
     return result, [row["model"] for row in leaderboard(result, "accuracy")]
 
 
@@ -91,7 +77,7 @@ def test_one_board_is_planned_as_before(dumps):
 
 def test_the_cli_writes_a_figure_per_board_and_the_report_shows_it_under_the_board(cli, dumps, tmp_path):
     plots, report = tmp_path / "plots", tmp_path / "report.html"
-    result = cli("evaluate", *zoo(dumps), "--plots", plots, "--report", report, "--top", "2", "--figures", "rc",
+    result = cli("evaluate", *mixed_zoo(dumps), "--plots", plots, "--report", report, "--top", "2", "--figures", "rc",
                  "--sort-by", "accuracy")
     assert result.exit_code == 0, result.stderr
     across = sorted(p.name for p in plots.iterdir() if p.name.startswith("overlay"))
