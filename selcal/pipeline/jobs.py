@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import SelcalError, said
 from ..io import expand_input, open_dump
+from ..io.base import release_read_buffers
 from ..options import CHOICES, DEFAULT_MEMORY_BUDGET, Options, ReadSettings
 from ..results import EvaluationResult, ModelResult
 from .measure import evaluate_dump, scores_for_input, with_input
@@ -48,6 +49,7 @@ def evaluate_model(job: ModelJob, progress: Callable[[int, int | None], None] | 
     if streamed:
         if test.input_kind is None and test.detected_input is None:
             next(iter(test.batches(ids=False)), None)  # the first batch says what the file holds
+            release_read_buffers()  # (its decoded row group, before the validation file is read)
         kind = test.input_kind or test.detected_input or "logits"
         options, dropped = scores_for_input(job.options, kind, test.path, python=test.python)
         return with_input(evaluate_source(test, val_source, options=options, name=job.name, progress=progress),

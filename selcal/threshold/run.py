@@ -651,7 +651,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
     and kept as its score value, whether it is right and its confidence. With a ``--val`` file,
     that file is read whole, as evaluate reads it.
     """
-    from ..io.base import nothing_left_message
+    from ..io.base import nothing_left_message, release_read_buffers
     from ..pipeline.split import check_same_classes, holdout_mask, rows_of, rule_name, split_plan
     from ..pipeline.stream import gather_rows, stream_chunks
 
@@ -666,6 +666,7 @@ def threshold_source(test, val=None, *, score: str = "msp", risk=DEFAULT_RISK,
         raise SelcalError(f"{test.path}: column '{test.label_col}': {nothing_left_message(test)}")
     if test.input_kind is None and test.detected_input is None:
         next(iter(test.batches(ids=False)), None)  # the first batch says what the file holds
+        release_read_buffers()  # (its decoded row group)
     kind = test.input_kind or test.detected_input or "logits"
     _check_available(entry, score, options, (test.path, kind), *([(val.path, val.input)] if val is not None else []))
     images, ids = test.image_column(), test.id_column()
