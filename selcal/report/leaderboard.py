@@ -357,13 +357,15 @@ def render_leaderboard(rows: list[dict[str, Any]], console) -> None:
     name cut in its middle (the full names are in the CSV, Markdown and JSON); the notes wrapped at
     word boundaries to at most :data:`MAX_LINE` columns. The command line gives a pipe a console of
     :data:`MAX_LINE` columns (:data:`PIPE_WIDTH`), so that no line of a CI log is longer."""
+    from ..escape import printable
+
     boards = _boards(rows)
     for line in _split_line(boards):
         calibrators.say(console, line)
     for heading, board in boards:
         if heading is not None:  # a blank line, the board's heading, its tables
             console.print()
-            calibrators.say(console, heading)
+            calibrators.say(console, printable(heading))  # (a task's name comes from the user's log)
         _render_tables(board, console)
     calibrators.say(console, _leaderboard_note(_shown_columns(rows), rows))  # wrapped at word boundaries, at most 100 columns
     calibrators.render_terminal(rows, console)

@@ -128,3 +128,19 @@ def test_the_board_column_is_in_the_csv_of_the_rows_only_with_several_boards(dum
     assert leaderboard_csv(board).startswith("board,model,")
     assert leaderboard_markdown(board).startswith(SPLIT.capitalize())
     assert [row["board"] for row in board] == ["K = 4"] * 3 + ["K = 6"] * 3
+
+
+def test_a_board_heading_is_printed_escaped_for_the_terminal(dumps):
+    # a task's name comes from the user's log: a control character in it is written as an escape
+    import io
+
+    from rich.console import Console
+
+    from selcal.report import render_leaderboard
+
+    rows = leaderboard(selcal.evaluate(mixed_zoo(dumps)))
+    for row in rows:
+        row["board_heading"] = row["board_heading"].replace("K = 4", "K = 4\x1b[2J")
+    out = io.StringIO()
+    render_leaderboard(rows, Console(file=out, width=100, color_system=None))
+    assert "\x1b[2J" not in out.getvalue() and "K = 4\\x1b[2J" in out.getvalue()
